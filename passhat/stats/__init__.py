@@ -5,22 +5,39 @@ of passhat and keeps numpy out of its import path (`passhat run` starts fast); t
 that need numpy import it when called.
 """
 
+from passhat.stats.bootstrap import Interval, KIntervals, bootstrap
+from passhat.stats.compare import BETTER, WITHIN_NOISE, WORSE, Comparison, Difference, compare
 from passhat.stats.estimators import pass_at_k, pass_hat_k
+from passhat.stats.power import PowerPlan, PowerRow, power
 from passhat.stats.summary import (
     KSummary,
     TaskTally,
     default_ks,
+    flaky_order,
     summarize,
     summarize_many,
     tally,
 )
 
 __all__ = [
+    "BETTER",
+    "WITHIN_NOISE",
+    "WORSE",
+    "Comparison",
+    "Difference",
+    "Interval",
+    "KIntervals",
     "KSummary",
+    "PowerPlan",
+    "PowerRow",
     "TaskTally",
+    "bootstrap",
+    "compare",
     "default_ks",
+    "flaky_order",
     "pass_at_k",
     "pass_hat_k",
+    "power",
     "summarize",
     "summarize_many",
     "tally",

@@ -1,0 +1,112 @@
+"""Bootstrap confidence intervals over tasks for the mean, pass@k and pass^k.
+
+The uncertainty that matters for an eval is which tasks were chosen: per-task estimates are
+independent draws from the task population, so resampling tasks with replacement (the
+clustered bootstrap; trials stay inside their task) gives intervals for the population
+values. Each k gets its own seeded generator, so an interval does not change when other ks
+are asked for, and the same seed always gives the same interval.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from passhat.stats.estimators import pass_at_k, pass_hat_k
+from passhat.stats.summary import TaskTally
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+__all__ = ["Interval", "KIntervals", "bootstrap", "percentile_interval", "task_values"]
+
+
+@dataclass(frozen=True)
+class Interval:
+    """A two-sided interval [low, high]."""
+
+    low: float
+    high: float
+
+    def as_json(self) -> list[float]:
+        """`[low, high]`."""
+        return [self.low, self.high]
+
+
+@dataclass(frozen=True)
+class KIntervals:
+    """Bootstrap intervals at one k for the three averages of `KSummary`."""
+
+    k: int
+    level: float
+    mean_pass_rate: Interval
+    pass_at_k: Interval
+    pass_hat_k: Interval
+
+    def as_json(self) -> dict[str, Any]:
+        """`{"k", "level", "mean_pass_rate": [lo, hi], "pass_at_k": [...], "pass_hat_k": [...]}`."""
+        return {
+            "k": self.k,
+            "level": self.level,
+            "mean_pass_rate": self.mean_pass_rate.as_json(),
+            "pass_at_k": self.pass_at_k.as_json(),
+            "pass_hat_k": self.pass_hat_k.as_json(),
+        }
+
+
+def task_values(tally: TaskTally, k: int) -> tuple[float, float, float]:
+    """Per-task (pass rate, pass@k, pass^k) of a task with at least k graded trials."""
+    n, c = tally.graded, tally.passed
+    return c / n, pass_at_k(n, c, k), pass_hat_k(n, c, k)
+
+
+def _check_level(level: float) -> None:
+    if not 0.0 < level < 1.0:
+        raise ValueError(f"level={level} must be between 0 and 1")
+
+
+def percentile_interval(samples: npt.NDArray[np.float64], level: float) -> Interval:
+    """The central `level` percentile interval of bootstrap samples."""
+    import numpy as np
+
+    tail = (1.0 - level) / 2.0
+    low, high = np.quantile(samples, [tail, 1.0 - tail])
+    return Interval(float(low), float(high))
+
+
+def bootstrap(
+    tallies: Sequence[TaskTally],
+    ks: Iterable[int],
+    *,
+    resamples: int = 2000,
+    seed: int = 0,
+    level: float = 0.95,
+) -> list[KIntervals]:
+    """Percentile intervals per k, resampling the scored tasks of that k with replacement.
+
+    With no scored task at some k every interval there is [0, 0], like the averages.
+    """
+    import numpy as np
+
+    _check_level(level)
+    if resamples < 1:
+        raise ValueError(f"resamples={resamples} must be at least 1")
+    result = []
+    for k in ks:
+        if k < 1:
+            raise ValueError(f"k={k} must be at least 1")
+        values = np.array(
+            [task_values(t, k) for t in tallies if t.graded >= k], dtype=np.float64
+        ).reshape(-1, 3)
+        if len(values) == 0:
+            empty = Interval(0.0, 0.0)
+            result.append(KIntervals(k, level, empty, empty, empty))
+            continue
+        rng = np.random.default_rng([seed, k])
+        picks = rng.integers(0, len(values), size=(resamples, len(values)))
+        means = values[picks].mean(axis=1)
+        mean, at_k, hat_k = (percentile_interval(means[:, j], level) for j in range(3))
+        result.append(KIntervals(k, level, mean, at_k, hat_k))
+    return result
