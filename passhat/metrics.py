@@ -1,0 +1,399 @@
+"""Every Prometheus metric passhat exports, defined once, for both executors.
+
+One dashboard serves an eval run by the operator and one run by `passhat run`, so the
+metric names, labels and help texts live here and nowhere else: the operator serves
+`REGISTRY` on /metrics and fills it with `observe_status` / `observe_trial`; the local
+executor writes the same names to a node-exporter textfile with `write_textfile`.
+Per-eval series carry `namespace` and `eval` (and `k` where it applies), never a task id
+(cardinality); `forget_eval` drops an eval's series when the resource is deleted.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    PlatformCollector,
+    ProcessCollector,
+    generate_latest,
+)
+
+from passhat.stats import KSummary
+
+__all__ = [
+    "API_ERRORS_TOTAL",
+    "FLAKY_TASKS",
+    "GATE_PASSED",
+    "INFRA_ERROR_RATIO",
+    "MEAN_PASS_RATE",
+    "METRIC_NAMES",
+    "PASS_AT_K",
+    "PASS_HAT_K",
+    "RECONCILE_DURATION_SECONDS",
+    "REGISTRY",
+    "TASKS_SCORED",
+    "TRIALS_RUNNING",
+    "TRIALS_TOTAL",
+    "TRIAL_DURATION_SECONDS",
+    "Metrics",
+    "forget_eval",
+    "observe_api_error",
+    "observe_status",
+    "observe_summaries",
+    "observe_trial",
+    "write_textfile",
+]
+
+# Trials last from seconds to the 30-minute default timeout and beyond.
+TRIAL_DURATION_BUCKETS = (1, 5, 10, 30, 60, 120, 300, 600, 1200, 1800, 3600, 7200, float("inf"))
+# One reconcile pass: a list of pods, a few creates/deletes and one status patch.
+RECONCILE_DURATION_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, float("inf"))
+
+_EVAL = ("namespace", "eval")
+_EVAL_K = ("namespace", "eval", "k")
+_LABEL_HELP = "labels: namespace, eval"
+_K_HELP = "labels: namespace, eval, k (one of the eval's ks)"
+
+
+@dataclass(frozen=True)
+class Metrics:
+    """The metric objects of one registry (the operator's, or a textfile's)."""
+
+    pass_hat_k: Gauge
+    pass_at_k: Gauge
+    mean_pass_rate: Gauge
+    tasks_scored: Gauge
+    flaky_tasks: Gauge
+    infra_error_ratio: Gauge
+    gate_passed: Gauge
+    trials_total: Counter
+    trials_running: Gauge
+    trial_duration_seconds: Histogram
+    reconcile_duration_seconds: Histogram
+    api_errors_total: Counter
+
+    def per_eval(self) -> tuple[Gauge | Counter | Histogram, ...]:
+        """The metrics whose series belong to one eval (namespace and eval labels)."""
+        return (
+            self.pass_hat_k,
+            self.pass_at_k,
+            self.mean_pass_rate,
+            self.tasks_scored,
+            self.flaky_tasks,
+            self.infra_error_ratio,
+            self.gate_passed,
+            self.trials_total,
+            self.trials_running,
+            self.trial_duration_seconds,
+        )
+
+
+def define(registry: CollectorRegistry) -> Metrics:
+    """Create every passhat metric in `registry` (names are `passhat_<thing>_<unit|total>`)."""
+    return Metrics(
+        pass_hat_k=Gauge(
+            "passhat_pass_hat_k",
+            "Mean over scored tasks of pass^k = C(c,k)/C(n,k): the chance k trials in a row "
+            f"all pass; {_K_HELP}",
+            _EVAL_K,
+            registry=registry,
+        ),
+        pass_at_k=Gauge(
+            "passhat_pass_at_k",
+            "Mean over scored tasks of unbiased pass@k = 1 - C(n-c,k)/C(n,k); " + _K_HELP,
+            _EVAL_K,
+            registry=registry,
+        ),
+        mean_pass_rate=Gauge(
+            "passhat_mean_pass_rate",
+            "Mean over the tasks scored at k of c/n (graded trials only); " + _K_HELP,
+            _EVAL_K,
+            registry=registry,
+        ),
+        tasks_scored=Gauge(
+            "passhat_tasks_scored",
+            "Tasks with at least k graded trials, the ones the averages are over; " + _K_HELP,
+            _EVAL_K,
+            registry=registry,
+        ),
+        flaky_tasks=Gauge(
+            "passhat_flaky_tasks",
+            "Tasks that both passed and failed (0 < c < n); " + _LABEL_HELP,
+            _EVAL,
+            registry=registry,
+        ),
+        infra_error_ratio=Gauge(
+            "passhat_infra_error_ratio",
+            "Infra-error attempts / all finished attempts (never scored, retried); " + _LABEL_HELP,
+            _EVAL,
+            registry=registry,
+        ),
+        gate_passed=Gauge(
+            "passhat_gate_passed",
+            "1 when the eval's gate passed, 0 when it failed (absent without a gate); "
+            + _LABEL_HELP,
+            _EVAL,
+            registry=registry,
+        ),
+        trials_total=Counter(
+            "passhat_trials",
+            "Finished trial attempts; labels: namespace, eval, outcome (pass, fail, "
+            "infra_error), reason (exit_code, result, reported, oom_killed, timeout, evicted, "
+            "preempted, node_lost, lost, deleted, image_error, config_error, exit_<code>)",
+            ("namespace", "eval", "outcome", "reason"),
+            registry=registry,
+        ),
+        trials_running=Gauge(
+            "passhat_trials_running",
+            "Trial attempts in flight (pods or processes started, not yet finished); "
+            + _LABEL_HELP,
+            _EVAL,
+            registry=registry,
+        ),
+        trial_duration_seconds=Histogram(
+            "passhat_trial_duration_seconds",
+            "Wall-clock duration of finished trial attempts; labels: namespace, eval, "
+            "outcome (pass, fail, infra_error)",
+            ("namespace", "eval", "outcome"),
+            buckets=TRIAL_DURATION_BUCKETS,
+            registry=registry,
+        ),
+        reconcile_duration_seconds=Histogram(
+            "passhat_reconcile_duration_seconds",
+            "Duration of one operator reconcile pass of an eval (read pods, fold, create, "
+            "write status); no labels",
+            (),
+            buckets=RECONCILE_DURATION_BUCKETS,
+            registry=registry,
+        ),
+        api_errors_total=Counter(
+            "passhat_api_errors",
+            "Kubernetes API calls of the operator that failed; labels: verb (get, list, "
+            "create, patch, delete, watch, evict, event)",
+            ("verb",),
+            registry=registry,
+        ),
+    )
+
+
+# The operator's registry, served on /metrics (with the usual process metrics).
+REGISTRY = CollectorRegistry(auto_describe=True)
+ProcessCollector(registry=REGISTRY)
+PlatformCollector(registry=REGISTRY)
+METRICS = define(REGISTRY)
+
+PASS_HAT_K = METRICS.pass_hat_k
+PASS_AT_K = METRICS.pass_at_k
+MEAN_PASS_RATE = METRICS.mean_pass_rate
+TASKS_SCORED = METRICS.tasks_scored
+FLAKY_TASKS = METRICS.flaky_tasks
+INFRA_ERROR_RATIO = METRICS.infra_error_ratio
+GATE_PASSED = METRICS.gate_passed
+TRIALS_TOTAL = METRICS.trials_total
+TRIALS_RUNNING = METRICS.trials_running
+TRIAL_DURATION_SECONDS = METRICS.trial_duration_seconds
+RECONCILE_DURATION_SECONDS = METRICS.reconcile_duration_seconds
+API_ERRORS_TOTAL = METRICS.api_errors_total
+
+# The exposed names (counters gain `_total` on exposition), as DESIGN.md lists them.
+METRIC_NAMES = (
+    "passhat_pass_hat_k",
+    "passhat_pass_at_k",
+    "passhat_mean_pass_rate",
+    "passhat_tasks_scored",
+    "passhat_flaky_tasks",
+    "passhat_infra_error_ratio",
+    "passhat_gate_passed",
+    "passhat_trials_total",
+    "passhat_trials_running",
+    "passhat_trial_duration_seconds",
+    "passhat_reconcile_duration_seconds",
+    "passhat_api_errors_total",
+)
+
+
+def _series(
+    metric: Gauge | Counter | Histogram, namespace: str, eval_name: str
+) -> set[tuple[str, ...]]:
+    """The label-value tuples of `metric` that belong to one eval."""
+    names = metric._labelnames  # NB: the one private attribute used; stable since 0.4
+    found: set[tuple[str, ...]] = set()
+    for family in metric.collect():
+        for sample in family.samples:
+            labels = sample.labels
+            if labels.get("namespace") == namespace and labels.get("eval") == eval_name:
+                found.add(tuple(labels[n] for n in names))
+    return found
+
+
+def _drop(
+    metric: Gauge | Counter | Histogram, keep: set[tuple[str, ...]], ns: str, ev: str
+) -> None:
+    for values in _series(metric, ns, ev) - keep:
+        metric.remove(*values)
+
+
+def observe_summaries(
+    namespace: str,
+    eval_name: str,
+    summaries: Sequence[KSummary],
+    *,
+    gate_passed: bool | None = None,
+    running: int | None = None,
+    metrics: Metrics = METRICS,
+) -> None:
+    """Set an eval's gauges from its per-k summaries (series of ks no longer listed go)."""
+    keep: set[tuple[str, ...]] = set()
+    for s in summaries:
+        key = (namespace, eval_name, str(s.k))
+        keep.add(key)
+        metrics.pass_hat_k.labels(*key).set(s.pass_hat_k)
+        metrics.pass_at_k.labels(*key).set(s.pass_at_k)
+        metrics.mean_pass_rate.labels(*key).set(s.mean_pass_rate)
+        metrics.tasks_scored.labels(*key).set(s.tasks_scored)
+    for gauge in (metrics.pass_hat_k, metrics.pass_at_k, metrics.mean_pass_rate):
+        _drop(gauge, keep, namespace, eval_name)
+    _drop(metrics.tasks_scored, keep, namespace, eval_name)
+    if summaries:
+        smallest = min(summaries, key=lambda s: s.k)
+        metrics.flaky_tasks.labels(namespace, eval_name).set(len(smallest.flaky))
+        metrics.infra_error_ratio.labels(namespace, eval_name).set(smallest.infra_error_rate)
+    _set_gate(metrics, namespace, eval_name, gate_passed)
+    if running is not None:
+        metrics.trials_running.labels(namespace, eval_name).set(running)
+
+
+def _set_gate(metrics: Metrics, namespace: str, eval_name: str, passed: bool | None) -> None:
+    if passed is None:
+        _drop(metrics.gate_passed, set(), namespace, eval_name)
+    else:
+        metrics.gate_passed.labels(namespace, eval_name).set(1 if passed else 0)
+
+
+def _number(value: Any, default: float = 0.0) -> float:
+    return (
+        float(value) if isinstance(value, int | float) and not isinstance(value, bool) else default
+    )
+
+
+def observe_status(
+    namespace: str, eval_name: str, status: Mapping[str, Any], *, metrics: Metrics = METRICS
+) -> None:
+    """Set an eval's gauges from its `status` as written to the resource (camelCase keys).
+
+    Reads `summary.byK[]` (k, tasksScored, meanPassRate, passAtK, passHatK),
+    `summary.infraErrorRate`, the flaky count (`summary.flakyCount` when present, else the
+    length of `flaky`), `gate.passed` and `progress.running`. Missing parts leave their
+    series absent; a malformed status never raises (metrics must not break a reconcile).
+    """
+    summary = status.get("summary") or {}
+    by_k = summary.get("byK") or [] if isinstance(summary, Mapping) else []
+    keep: set[tuple[str, ...]] = set()
+    for row in by_k:
+        if not isinstance(row, Mapping) or not isinstance(row.get("k"), int):
+            continue
+        key = (namespace, eval_name, str(row["k"]))
+        keep.add(key)
+        metrics.pass_hat_k.labels(*key).set(_number(row.get("passHatK")))
+        metrics.pass_at_k.labels(*key).set(_number(row.get("passAtK")))
+        metrics.mean_pass_rate.labels(*key).set(_number(row.get("meanPassRate")))
+        metrics.tasks_scored.labels(*key).set(_number(row.get("tasksScored")))
+    for gauge in (
+        metrics.pass_hat_k,
+        metrics.pass_at_k,
+        metrics.mean_pass_rate,
+        metrics.tasks_scored,
+    ):
+        _drop(gauge, keep, namespace, eval_name)
+    if isinstance(summary, Mapping) and "infraErrorRate" in summary:
+        metrics.infra_error_ratio.labels(namespace, eval_name).set(
+            _number(summary.get("infraErrorRate"))
+        )
+    flaky_count: Any = summary.get("flakyCount") if isinstance(summary, Mapping) else None
+    flaky = status.get("flaky")
+    if flaky_count is None and isinstance(flaky, list):
+        flaky_count = len(flaky)
+    if flaky_count is not None:
+        metrics.flaky_tasks.labels(namespace, eval_name).set(_number(flaky_count))
+    gate = status.get("gate")
+    passed = gate.get("passed") if isinstance(gate, Mapping) else None
+    _set_gate(metrics, namespace, eval_name, passed if isinstance(passed, bool) else None)
+    progress = status.get("progress")
+    if isinstance(progress, Mapping) and "running" in progress:
+        metrics.trials_running.labels(namespace, eval_name).set(_number(progress.get("running")))
+
+
+def observe_trial(
+    namespace: str,
+    eval_name: str,
+    *,
+    outcome: str,
+    reason: str,
+    duration_s: float | None = None,
+    metrics: Metrics = METRICS,
+) -> None:
+    """Count one finished attempt (call once, when the ledger accepts the record)."""
+    metrics.trials_total.labels(namespace, eval_name, outcome, reason).inc()
+    if duration_s is not None and duration_s >= 0:
+        metrics.trial_duration_seconds.labels(namespace, eval_name, outcome).observe(duration_s)
+
+
+def observe_api_error(verb: str, *, metrics: Metrics = METRICS) -> None:
+    """Count one failed Kubernetes API call of the operator (verb: get, list, create, ...)."""
+    metrics.api_errors_total.labels(verb).inc()
+
+
+def forget_eval(namespace: str, eval_name: str, *, metrics: Metrics = METRICS) -> None:
+    """Remove every series of one eval (call when the resource is deleted)."""
+    for metric in metrics.per_eval():
+        _drop(metric, set(), namespace, eval_name)
+
+
+def write_textfile(
+    path: str | os.PathLike[str],
+    *,
+    eval_name: str,
+    summaries: Sequence[KSummary],
+    trials: Iterable[Mapping[str, Any]] = (),
+    gate_passed: bool | None = None,
+    namespace: str = "local",
+) -> None:
+    """Write one eval's metrics in the Prometheus text format, atomically (temp + rename).
+
+    `trials` are trial records (`trials.jsonl` rows: outcome, reason, duration_s). The
+    file holds the same names and labels the operator serves, for node-exporter's textfile
+    collector; `namespace` defaults to "local".
+    """
+    registry = CollectorRegistry(auto_describe=True)
+    metrics = define(registry)
+    observe_summaries(namespace, eval_name, summaries, gate_passed=gate_passed, metrics=metrics)
+    metrics.trials_running.labels(namespace, eval_name).set(0)
+    for record in trials:
+        duration = record.get("duration_s")
+        observe_trial(
+            namespace,
+            eval_name,
+            outcome=str(record.get("outcome", "")),
+            reason=str(record.get("reason", "")),
+            duration_s=float(duration) if isinstance(duration, int | float) else None,
+            metrics=metrics,
+        )
+    target = os.fspath(path)
+    directory = os.path.dirname(os.path.abspath(target))
+    fd, tmp = tempfile.mkstemp(prefix=".passhat-metrics-", dir=directory)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(generate_latest(registry))
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, target)
+    except BaseException:
+        os.unlink(tmp)
+        raise
