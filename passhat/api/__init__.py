@@ -1,5 +1,20 @@
 """passhat.api: the ConsistencyEval spec and status models, errors, conditions, the CRD."""
 
 from passhat.api.errors import InputError, PasshatError, SpecError, UsageError
+from passhat.api.load import load_eval, parse_eval, parse_spec, resolve_tasks
+from passhat.api.spec import ConsistencyEval, EvalSpec, Task, template_safety_problems
 
-__all__ = ["InputError", "PasshatError", "SpecError", "UsageError"]
+__all__ = [
+    "ConsistencyEval",
+    "EvalSpec",
+    "InputError",
+    "PasshatError",
+    "SpecError",
+    "Task",
+    "UsageError",
+    "load_eval",
+    "parse_eval",
+    "parse_spec",
+    "resolve_tasks",
+    "template_safety_problems",
+]

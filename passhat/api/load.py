@@ -1,0 +1,263 @@
+"""Read a ConsistencyEval from a YAML file and say exactly where it is wrong.
+
+A user edits `eval.yaml` by hand; a bad spec must come back as one line naming the file,
+the line and the field (`eval.yaml:12: spec.ks[1]: k=9 is larger than trials=8`), never a
+pydantic dump or a traceback. Field paths come from the models (`spec_problems`), lines
+from the YAML node tree. Also here: resolving `tasksFrom` against ConfigMap data, from the
+API server (the operator passes it in) or from files next to the eval (locally).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path as FilePath
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from passhat.api.errors import InputError, SpecError
+from passhat.api.spec import (
+    ConsistencyEval,
+    EvalSpec,
+    Path,
+    Task,
+    format_path,
+    spec_problems,
+    task_id_problems,
+)
+
+__all__ = [
+    "MAX_SLOTS",
+    "load_eval",
+    "parse_eval",
+    "parse_spec",
+    "read_local_config_maps",
+    "resolve_tasks",
+]
+
+# Trial slots (tasks x trials) one eval may have; keeps status.ledger small.
+MAX_SLOTS = 200_000
+
+
+def load_eval(path: str | FilePath) -> ConsistencyEval:
+    """The eval in the YAML file at `path`.
+
+    Raises InputError when the file cannot be read, SpecError (with file, line and field)
+    when it is not a valid ConsistencyEval.
+    """
+    source = str(path)
+    try:
+        text = FilePath(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InputError("no such file", path=source) from None
+    except IsADirectoryError:
+        raise InputError("is a directory, expected an eval YAML file", path=source) from None
+    except UnicodeDecodeError:
+        raise InputError("is not UTF-8 text", path=source) from None
+    except OSError as err:
+        raise InputError(f"cannot read: {err.strerror or err}", path=source) from None
+    return parse_eval(text, source)
+
+
+def parse_eval(text: str, source: str = "<eval>") -> ConsistencyEval:
+    """The eval in YAML `text`; `source` names it in error messages."""
+    root = _compose(text, source)
+    data = yaml.safe_load(text)
+    if not isinstance(data, dict):
+        raise SpecError(
+            "expected a ConsistencyEval object (apiVersion, kind, metadata, spec)",
+            path=source,
+            line=root.start_mark.line + 1,
+        )
+    try:
+        return ConsistencyEval.model_validate(data, by_name=False)
+    except ValidationError as err:
+        problem_path, reason = spec_problems(err)[0]
+        raise SpecError(
+            reason,
+            field=format_path(problem_path) or None,
+            path=source,
+            line=_line_of(root, problem_path),
+        ) from None
+
+
+def parse_spec(data: Any) -> EvalSpec:
+    """The `spec` of a ConsistencyEval read from the API server (no file, no lines).
+
+    Raises SpecError whose field is the full path, e.g. `spec.ks[1]`.
+    """
+    try:
+        return EvalSpec.model_validate(data, by_name=False)
+    except ValidationError as err:
+        problem_path, reason = spec_problems(err, ("spec",))[0]
+        raise SpecError(reason, field=format_path(problem_path)) from None
+
+
+def resolve_tasks(
+    spec: EvalSpec, config_maps: Mapping[str, Mapping[str, str]], *, source: str | None = None
+) -> list[Task]:
+    """The eval's tasks: `spec.tasks`, or the tasks read from `spec.tasksFrom`.
+
+    `config_maps` maps a ConfigMap name to its `data`. Each key used holds a YAML or JSON
+    list of tasks. Raises SpecError for a missing ConfigMap or key, an unparsable value,
+    an invalid task, a task id seen twice, or more than MAX_SLOTS trial slots.
+    """
+    tasks: list[Task] = []
+    if spec.tasks is not None:
+        tasks = list(spec.tasks)
+    for index, ref in enumerate(spec.tasks_from or []):
+        at = f"spec.tasksFrom[{index}]"
+        data = config_maps.get(ref.config_map)
+        if data is None:
+            raise SpecError(
+                f'ConfigMap "{ref.config_map}" not found', field=f"{at}.configMap", path=source
+            )
+        keys = [ref.key] if ref.key is not None else sorted(data)
+        for key in keys:
+            if key not in data:
+                raise SpecError(
+                    f'key "{key}" not found in ConfigMap "{ref.config_map}"',
+                    field=f"{at}.key",
+                    path=source,
+                )
+            tasks.extend(_tasks_in(data[key], where=f'ConfigMap "{ref.config_map}" key "{key}"'))
+    for (task_index, _), reason in task_id_problems(tasks):
+        field = "spec.tasks" if spec.tasks is not None else "spec.tasksFrom"
+        raise SpecError(f"{reason} (task #{task_index})", field=field, path=source)
+    if not tasks:
+        raise SpecError("no tasks", field="spec.tasksFrom", path=source)
+    if len(tasks) * spec.trials > MAX_SLOTS:
+        raise SpecError(
+            f"{len(tasks)} tasks x {spec.trials} trials is more than {MAX_SLOTS} trial slots; "
+            "split the suite into several evals",
+            field="spec",
+            path=source,
+        )
+    return tasks
+
+
+def _tasks_in(text: str, *, where: str) -> list[Task]:
+    try:
+        items = yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        raise SpecError(f"{where}: invalid YAML/JSON: {_yaml_problem(err)}") from None
+    if not isinstance(items, list):
+        raise SpecError(f"{where}: expected a list of tasks")
+    tasks = []
+    for index, item in enumerate(items):
+        try:
+            tasks.append(Task.model_validate(item, by_name=False))
+        except ValidationError as err:
+            problem_path, reason = spec_problems(err, (index,))[0]
+            raise SpecError(f"{where}: {format_path(('', *problem_path))}: {reason}") from None
+    return tasks
+
+
+def read_local_config_maps(spec: EvalSpec, base_dir: str | FilePath) -> dict[str, dict[str, str]]:
+    """The ConfigMaps `spec.tasksFrom` names, read from files next to the eval (local runs).
+
+    `<base_dir>/<name>/` is a directory whose files are the keys (as
+    `kubectl create configmap NAME --from-file=DIR`), or `<base_dir>/<name>.yaml` is a
+    ConfigMap manifest. Raises InputError when neither exists or one cannot be read.
+    """
+    base = FilePath(base_dir)
+    maps: dict[str, dict[str, str]] = {}
+    for ref in spec.tasks_from or []:
+        name = ref.config_map
+        if name in maps:
+            continue
+        directory, manifest = base / name, base / f"{name}.yaml"
+        try:
+            if directory.is_dir():
+                maps[name] = {
+                    entry.name: entry.read_text(encoding="utf-8")
+                    for entry in sorted(directory.iterdir())
+                    if entry.is_file() and not entry.name.startswith(".")
+                }
+            elif manifest.is_file():
+                maps[name] = _config_map_data(manifest)
+            else:
+                raise InputError(
+                    f'ConfigMap "{name}" not found: expected a directory {directory} '
+                    f"or a manifest {manifest}",
+                    path=str(base),
+                )
+        except (OSError, UnicodeDecodeError) as err:
+            raise InputError(f'cannot read ConfigMap "{name}": {err}', path=str(base)) from None
+    return maps
+
+
+def _config_map_data(path: FilePath) -> dict[str, str]:
+    try:
+        manifest = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as err:
+        raise InputError(f"invalid YAML: {_yaml_problem(err)}", path=str(path)) from None
+    data = manifest.get("data") if isinstance(manifest, dict) else None
+    if not isinstance(data, dict) or not all(isinstance(v, str) for v in data.values()):
+        raise InputError("expected a ConfigMap manifest with string data", path=str(path))
+    return {str(key): value for key, value in data.items()}
+
+
+def _compose(text: str, source: str) -> yaml.Node:
+    try:
+        nodes = list(yaml.compose_all(text, Loader=yaml.SafeLoader))
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        line = mark.line + 1 if mark is not None else None
+        raise SpecError(f"invalid YAML: {_yaml_problem(err)}", path=source, line=line) from None
+    if not nodes:
+        raise SpecError("empty file, expected a ConsistencyEval", path=source)
+    if len(nodes) > 1:
+        raise SpecError(
+            "expected one YAML document, found several",
+            path=source,
+            line=nodes[1].start_mark.line + 1,
+        )
+    _check_duplicate_keys(nodes[0], source, ())
+    return nodes[0]
+
+
+def _check_duplicate_keys(node: yaml.Node, source: str, at: Path) -> None:
+    if isinstance(node, yaml.MappingNode):
+        seen: set[Any] = set()
+        for key, value in node.value:
+            name = key.value if isinstance(key, yaml.ScalarNode) else None
+            if name is not None and name in seen:
+                raise SpecError(
+                    f'duplicate key "{name}"',
+                    field=format_path(at) or None,
+                    path=source,
+                    line=key.start_mark.line + 1,
+                )
+            seen.add(name)
+            _check_duplicate_keys(value, source, (*at, str(name)))
+    elif isinstance(node, yaml.SequenceNode):
+        for index, item in enumerate(node.value):
+            _check_duplicate_keys(item, source, (*at, index))
+
+
+def _line_of(node: yaml.Node, path: Sequence[str | int]) -> int:
+    """The 1-based line of the deepest node of `path` that exists in the YAML tree."""
+    line: int = node.start_mark.line + 1
+    for part in path:
+        if isinstance(node, yaml.MappingNode) and isinstance(part, str):
+            for key, value in node.value:
+                if isinstance(key, yaml.ScalarNode) and key.value == part:
+                    line, node = key.start_mark.line + 1, value
+                    break
+            else:
+                return line
+        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int):
+            if not 0 <= part < len(node.value):
+                return line
+            node = node.value[part]
+            line = node.start_mark.line + 1
+        else:
+            return line
+    return line
+
+
+def _yaml_problem(err: yaml.YAMLError) -> str:
+    problem = getattr(err, "problem", None)
+    return str(problem) if problem else str(err).splitlines()[0]

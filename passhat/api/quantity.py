@@ -1,0 +1,67 @@
+"""Kubernetes resource quantities ("500m", "2Gi", "1e3") as numbers.
+
+The same spec runs locally and on a cluster, so the local executor must read `requests`
+and `limits` exactly as the kubelet does: it needs cores and bytes, not strings.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from decimal import Decimal, InvalidOperation
+
+__all__ = ["parse_cpu", "parse_memory", "parse_quantity"]
+
+_SUFFIXES: dict[str, Decimal] = {
+    "": Decimal(1),
+    "n": Decimal("1e-9"),
+    "u": Decimal("1e-6"),
+    "m": Decimal("1e-3"),
+    "k": Decimal("1e3"),
+    "M": Decimal("1e6"),
+    "G": Decimal("1e9"),
+    "T": Decimal("1e12"),
+    "P": Decimal("1e15"),
+    "E": Decimal("1e18"),
+    "Ki": Decimal(2**10),
+    "Mi": Decimal(2**20),
+    "Gi": Decimal(2**30),
+    "Ti": Decimal(2**40),
+    "Pi": Decimal(2**50),
+    "Ei": Decimal(2**60),
+}
+_QUANTITY = re.compile(
+    r"^(?P<number>[+-]?(?:\d+(?:\.\d*)?|\.\d+))"
+    r"(?:(?P<exponent>[eE][+-]?\d+)|(?P<suffix>Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]))?$"
+)
+
+
+def parse_quantity(quantity: str | int | float) -> Decimal:
+    """The value of a non-negative Kubernetes quantity; ValueError when it is not one."""
+    if isinstance(quantity, bool) or not isinstance(quantity, str | int | float):
+        raise ValueError(f"{quantity!r} is not a quantity (expected e.g. 500m, 2Gi)")
+    text = str(quantity).strip()
+    match = _QUANTITY.match(text)
+    if match is None:
+        raise ValueError(f'"{quantity}" is not a valid quantity (expected e.g. 500m, 2Gi)')
+    try:
+        value = Decimal(match["number"])
+        if match["exponent"]:
+            value = value.scaleb(int(match["exponent"][1:]))
+        else:
+            value *= _SUFFIXES[match["suffix"] or ""]
+    except (InvalidOperation, OverflowError) as err:
+        raise ValueError(f'"{quantity}" is not a valid quantity') from err
+    if value < 0:
+        raise ValueError(f'"{quantity}" is negative')
+    return value
+
+
+def parse_cpu(quantity: str | int | float) -> float:
+    """CPU quantity in cores ("500m" -> 0.5)."""
+    return float(parse_quantity(quantity))
+
+
+def parse_memory(quantity: str | int | float) -> int:
+    """Memory quantity in bytes, rounded up as the kubelet does ("1Gi" -> 1073741824)."""
+    return math.ceil(parse_quantity(quantity))

@@ -1,0 +1,503 @@
+"""The ConsistencyEval resource as pydantic models: one spec for both executors.
+
+`passhat run eval.yaml` and `kubectl apply -f eval.yaml` read the same file, so the spec
+lives here once: field names (camelCase on the wire, snake_case in Python), defaults and
+every validation rule that does not need a cluster. The CRD in `crds/` is generated from
+these models (`python -m passhat.api.crd`). The pod template is kept as a free dict (it is
+a Kubernetes PodTemplateSpec) and checked by hand for what passhat relies on; its safety
+on a shared cluster is a separate question (`template_safety_problems`) that only the
+operator asks.
+
+Semantic errors are raised as `PydanticCustomError("passhat_spec", ...)` whose context
+carries the path of the offending field relative to the model; `spec_problems()` turns any
+ValidationError into `(field.path, reason)` pairs such as `("spec.ks[1]", "k=9 is larger
+than trials=8")`.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+from pydantic.alias_generators import to_camel
+from pydantic_core import PydanticCustomError
+
+from passhat.api.quantity import parse_quantity
+from passhat.stats import default_ks
+
+__all__ = [
+    "API_VERSION",
+    "GROUP",
+    "KIND",
+    "MAX_INLINE_TASKS",
+    "MAX_TRIALS",
+    "VERSION",
+    "ConsistencyEval",
+    "EvalSpec",
+    "ExitCodes",
+    "Gate",
+    "Grading",
+    "Metadata",
+    "RetryPolicy",
+    "Task",
+    "TaskSource",
+    "TrialSpec",
+    "format_path",
+    "spec_problems",
+    "template_problems",
+    "template_safety_problems",
+]
+
+GROUP = "passhat.dev"
+VERSION = "v1alpha1"
+API_VERSION = f"{GROUP}/{VERSION}"
+KIND = "ConsistencyEval"
+
+# Bounds that keep one resource (and its status) well under the API server's object limit.
+MAX_TRIALS = 1000
+MAX_INLINE_TASKS = 10_000
+MAX_KS = 32
+
+SPEC_ERROR = "passhat_spec"
+Path = tuple[str | int, ...]
+
+
+def _problem(path: Path, reason: str) -> PydanticCustomError:
+    """A validation error for the field at `path` (relative to the model raising it)."""
+    return PydanticCustomError(SPEC_ERROR, "{reason}", {"reason": reason, "path": path})
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid",
+        populate_by_name=True,
+        alias_generator=to_camel,
+        validate_default=False,
+    )
+
+
+class Metadata(BaseModel):
+    """Kubernetes object metadata; passhat reads `name` (and `namespace` on a cluster)."""
+
+    # NB: objects read from the API server carry uid, resourceVersion, managedFields, ...
+    model_config = ConfigDict(extra="allow", populate_by_name=True, alias_generator=to_camel)
+
+    name: str = Field(
+        min_length=1,
+        max_length=253,
+        pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$",
+        description="Name of the eval (a DNS subdomain: lowercase letters, digits, '-', '.').",
+    )
+    namespace: str | None = Field(default=None, description="Namespace on a cluster.")
+    labels: dict[str, str] = Field(default_factory=dict, description="Labels.")
+    annotations: dict[str, str] = Field(default_factory=dict, description="Annotations.")
+
+
+class Task(_Model):
+    """One task of the eval: an id and the parameters its trials see."""
+
+    id: str = Field(
+        min_length=1,
+        max_length=253,
+        description="Unique task id; exposed to every trial as PASSHAT_TASK_ID.",
+    )
+    params: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Free-form task parameters; exposed to every trial as PASSHAT_TASK (JSON).",
+    )
+
+    @field_validator("id")
+    @classmethod
+    def _printable_id(cls, value: str) -> str:
+        if any(not ch.isprintable() for ch in value):
+            raise ValueError("task id must be printable (no control characters)")
+        if value != value.strip():
+            raise ValueError("task id must not start or end with whitespace")
+        return value
+
+
+class TaskSource(_Model):
+    """Tasks kept in a ConfigMap (large suites): each key holds a YAML or JSON list of tasks."""
+
+    config_map: str = Field(
+        min_length=1,
+        max_length=253,
+        description="Name of a ConfigMap in the eval's namespace (locally: a directory "
+        "or a YAML file of that name next to the eval file).",
+    )
+    key: str | None = Field(
+        default=None,
+        min_length=1,
+        description="Key holding a YAML/JSON list of tasks; all keys in sorted order if unset.",
+    )
+
+
+class TrialSpec(_Model):
+    """How one trial attempt runs: its pod template and its wall-clock limit."""
+
+    timeout_seconds: int = Field(
+        default=3600,
+        ge=1,
+        description="Hard wall-clock limit of one attempt (the pod's activeDeadlineSeconds).",
+    )
+    timeout_is: Literal["infra_error", "fail"] = Field(
+        default="infra_error",
+        description="How a timed-out attempt counts: infra_error (retried, not scored) or fail.",
+    )
+    template: dict[str, Any] = Field(
+        description="A pod template (PodTemplateSpec). On a cluster every attempt is a pod "
+        "built from it; locally the first container's command + args run with its env.",
+        json_schema_extra={"x-kubernetes-preserve-unknown-fields": True},
+    )
+
+    @model_validator(mode="after")
+    def _check_template(self) -> TrialSpec:
+        for path, reason in template_problems(self.template):
+            raise _problem(("template", *path), reason)
+        return self
+
+
+class ExitCodes(_Model):
+    """Which exit codes mean pass, fail and infra error (any other non-zero exit is a fail)."""
+
+    pass_: list[int] = Field(
+        default_factory=lambda: [0],
+        alias="pass",
+        description="Exit codes that mean the trial passed.",
+    )
+    fail: list[int] = Field(
+        default_factory=lambda: [1], description="Exit codes that mean the trial failed."
+    )
+    infra_error: list[int] = Field(
+        default_factory=lambda: [75],
+        description="Exit codes that mean an infrastructure error (retried, never scored).",
+    )
+
+    @model_validator(mode="after")
+    def _check_codes(self) -> ExitCodes:
+        seen: dict[int, str] = {}
+        lists = (("pass", self.pass_), ("fail", self.fail), ("infraError", self.infra_error))
+        for name, codes in lists:
+            for index, code in enumerate(codes):
+                if not 0 <= code <= 255:
+                    raise _problem((name, index), f"exit code {code} is not in 0..255")
+                if code in seen:
+                    where = "twice" if seen[code] == name else f"in both {seen[code]} and {name}"
+                    raise _problem((name, index), f"exit code {code} is listed {where}")
+                seen[code] = name
+        return self
+
+
+class Grading(_Model):
+    """How a finished attempt is graded when it writes no result JSON."""
+
+    exit_codes: ExitCodes = Field(
+        default_factory=ExitCodes, description="Exit code lists for pass, fail and infraError."
+    )
+
+
+class RetryPolicy(_Model):
+    """How infra errors are retried: attempts, then exponential backoff with a cap."""
+
+    infra_errors: int = Field(
+        default=3,
+        ge=0,
+        le=100,
+        description="Retries of a trial slot after infra errors; a slot that runs out stays "
+        "infra_error and out of the score.",
+    )
+    backoff_seconds: float = Field(
+        default=10.0, ge=0, le=86400, description="Delay before the first retry; doubles each time."
+    )
+    max_backoff_seconds: float = Field(
+        default=300.0, ge=0, le=86400, description="Cap on the delay between retries."
+    )
+
+
+class Gate(_Model):
+    """A pass/fail gate on one metric at one k (exit code 1 locally, GatePassed condition)."""
+
+    metric: Literal["passHatK", "passAtK", "meanPassRate"] = Field(
+        description="The metric to gate on."
+    )
+    k: int = Field(ge=1, description="The k the metric is computed at; at most trials.")
+    min: float = Field(ge=0.0, le=1.0, description="The gate passes when metric >= min.")
+
+
+class EvalSpec(_Model):
+    """What to run and how to score it."""
+
+    tasks: list[Task] | None = Field(
+        default=None,
+        min_length=1,
+        max_length=MAX_INLINE_TASKS,
+        description="The tasks, inline. Give exactly one of tasks and tasksFrom.",
+    )
+    tasks_from: list[TaskSource] | None = Field(
+        default=None,
+        min_length=1,
+        max_length=100,
+        description="ConfigMap keys holding the tasks (for large suites).",
+    )
+    trials: int = Field(ge=1, le=MAX_TRIALS, description="Trials per task (n); at least every k.")
+    ks: list[int] | None = Field(
+        default=None,
+        min_length=1,
+        max_length=MAX_KS,
+        description="The ks to report pass^k and pass@k at; default 1, 3 and trials "
+        "(capped at trials).",
+    )
+    parallelism: int = Field(
+        default=1, ge=1, le=100_000, description="Trial attempts in flight at once."
+    )
+    trial: TrialSpec = Field(description="How one trial attempt runs.")
+    grading: Grading = Field(default_factory=Grading, description="How exit codes are graded.")
+    retry: RetryPolicy = Field(
+        default_factory=RetryPolicy, description="How infra errors are retried."
+    )
+    gate: Gate | None = Field(default=None, description="Optional pass/fail gate.")
+
+    @model_validator(mode="after")
+    def _check_spec(self) -> EvalSpec:
+        if (self.tasks is None) == (self.tasks_from is None):
+            raise _problem((), "give exactly one of tasks and tasksFrom")
+        for index, k in enumerate(self.ks or []):
+            if k < 1:
+                raise _problem(("ks", index), f"k={k} must be at least 1")
+            if k > self.trials:
+                raise _problem(("ks", index), f"k={k} is larger than trials={self.trials}")
+            if k in (self.ks or [])[:index]:
+                raise _problem(("ks", index), f"k={k} is listed twice")
+        if self.gate is not None and self.gate.k > self.trials:
+            raise _problem(("gate", "k"), f"k={self.gate.k} is larger than trials={self.trials}")
+        for path, reason in task_id_problems(self.tasks or []):
+            raise _problem(("tasks", *path), reason)
+        return self
+
+    @property
+    def report_ks(self) -> list[int]:
+        """The ks to report: `ks` as given, or the default 1, 3, trials (capped)."""
+        return list(self.ks) if self.ks is not None else default_ks(self.trials)
+
+    @property
+    def main_container(self) -> dict[str, Any]:
+        """The template's first container (the one that runs locally)."""
+        containers: list[dict[str, Any]] = self.trial.template["spec"]["containers"]
+        return containers[0]
+
+
+class ConsistencyEval(_Model):
+    """A consistency eval: run every task `trials` times and score pass^k, pass@k."""
+
+    api_version: Literal["passhat.dev/v1alpha1"] = Field(
+        alias="apiVersion", description="passhat.dev/v1alpha1"
+    )
+    kind: Literal["ConsistencyEval"] = Field(description="ConsistencyEval")
+    metadata: Metadata
+    spec: EvalSpec
+
+
+def task_id_problems(tasks: Sequence[Task]) -> Iterator[tuple[Path, str]]:
+    """`((index, "id"), reason)` for every task whose id repeats an earlier one."""
+    seen: set[str] = set()
+    for index, task in enumerate(tasks):
+        if task.id in seen:
+            yield (index, "id"), f'duplicate task id "{task.id}"'
+        seen.add(task.id)
+
+
+_RESOURCE_NAME = re.compile(r"^([a-z0-9.-]+/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
+
+
+def template_problems(template: Any) -> list[tuple[Path, str]]:
+    """What passhat needs of a pod template and does not find (paths relative to it).
+
+    Checked: the template and its `spec` are objects, `spec.containers` is a non-empty
+    list of objects each with a name, and every quantity in `resources.requests` /
+    `resources.limits` parses and no request exceeds its limit.
+    """
+    if not isinstance(template, Mapping):
+        return [((), "must be a pod template (an object with spec.containers)")]
+    spec = template.get("spec")
+    if not isinstance(spec, Mapping):
+        return [(("spec",), "required: a pod spec with containers")]
+    containers = spec.get("containers")
+    if not isinstance(containers, list) or not containers:
+        return [(("spec", "containers"), "at least one container is required")]
+    problems: list[tuple[Path, str]] = []
+    names: set[str] = set()
+    for index, container in enumerate(containers):
+        at: Path = ("spec", "containers", index)
+        if not isinstance(container, Mapping):
+            problems.append((at, "must be an object"))
+            continue
+        name = container.get("name")
+        if not isinstance(name, str) or not name:
+            problems.append(((*at, "name"), "every container needs a name"))
+        elif name in names:
+            problems.append(((*at, "name"), f'duplicate container name "{name}"'))
+        else:
+            names.add(name)
+        problems.extend(_resource_problems(container.get("resources"), (*at, "resources")))
+    return problems
+
+
+def _resource_problems(resources: Any, at: Path) -> list[tuple[Path, str]]:
+    if resources is None:
+        return []
+    if not isinstance(resources, Mapping):
+        return [(at, "must be an object with requests and/or limits")]
+    problems: list[tuple[Path, str]] = []
+    values: dict[str, dict[str, Any]] = {}
+    for part in ("requests", "limits"):
+        entries = resources.get(part)
+        if entries is None:
+            continue
+        if not isinstance(entries, Mapping):
+            problems.append(((*at, part), "must be a map of resource name to quantity"))
+            continue
+        values[part] = {}
+        for resource, quantity in entries.items():
+            if not isinstance(resource, str) or not _RESOURCE_NAME.match(resource):
+                problems.append(((*at, part, str(resource)), "invalid resource name"))
+                continue
+            try:
+                values[part][resource] = parse_quantity(quantity)
+            except ValueError as err:
+                problems.append(((*at, part, resource), str(err)))
+    for resource, request in values.get("requests", {}).items():
+        limit = values.get("limits", {}).get(resource)
+        if limit is not None and request > limit:
+            problems.append(
+                (
+                    (*at, "requests", resource),
+                    f"request {resources['requests'][resource]} is more than the limit "
+                    f"{resources['limits'][resource]}",
+                )
+            )
+    return problems
+
+
+_HOST_NAMESPACES = ("hostNetwork", "hostPID", "hostIPC", "hostUsers")
+
+
+def template_safety_problems(template: Mapping[str, Any]) -> list[str]:
+    """Why this pod template must not run on a shared cluster (empty when it may).
+
+    Refused: privileged containers, privilege escalation turned on, added capabilities,
+    host namespaces (network, PID, IPC), hostPath volumes and host ports. Each problem is
+    one line naming the field, e.g. `spec.containers[0].securityContext.privileged: ...`.
+    The operator refuses such templates unless it runs with an explicit opt-in.
+    """
+    spec = template.get("spec")
+    if not isinstance(spec, Mapping):
+        return []
+    problems: list[str] = []
+    base = "spec.trial.template.spec"
+    for key in _HOST_NAMESPACES:
+        value = spec.get(key)
+        if key == "hostUsers":
+            # NB: hostUsers=false is the safe setting (user namespaces); true is the default.
+            continue
+        if value is True:
+            problems.append(f"{base}.{key}: host namespaces are not allowed")
+    for index, volume in enumerate(_objects(spec.get("volumes"))):
+        if "hostPath" in volume:
+            problems.append(f"{base}.volumes[{index}].hostPath: hostPath volumes are not allowed")
+    for kind in ("initContainers", "containers", "ephemeralContainers"):
+        for index, container in enumerate(_objects(spec.get(kind))):
+            at = f"{base}.{kind}[{index}]"
+            security = container.get("securityContext")
+            if isinstance(security, Mapping):
+                if security.get("privileged") is True:
+                    problems.append(f"{at}.securityContext.privileged: privileged is not allowed")
+                if security.get("allowPrivilegeEscalation") is True:
+                    problems.append(
+                        f"{at}.securityContext.allowPrivilegeEscalation: "
+                        "privilege escalation is not allowed"
+                    )
+                capabilities = security.get("capabilities")
+                if isinstance(capabilities, Mapping) and capabilities.get("add"):
+                    problems.append(
+                        f"{at}.securityContext.capabilities.add: added capabilities are not allowed"
+                    )
+                if security.get("procMount") not in (None, "Default"):
+                    problems.append(f"{at}.securityContext.procMount: must be Default")
+            for port_index, port in enumerate(_objects(container.get("ports"))):
+                if port.get("hostPort"):
+                    problems.append(
+                        f"{at}.ports[{port_index}].hostPort: host ports are not allowed"
+                    )
+    return problems
+
+
+def _objects(value: Any) -> list[Mapping[str, Any]]:
+    if not isinstance(value, list):
+        return []
+    return [item for item in value if isinstance(item, Mapping)]
+
+
+def format_path(path: Sequence[str | int]) -> str:
+    """`("spec", "ks", 1)` -> `spec.ks[1]`."""
+    text = ""
+    for part in path:
+        if isinstance(part, int):
+            text += f"[{part}]"
+        else:
+            text += f".{part}" if text else str(part)
+    return text
+
+
+def spec_problems(error: ValidationError, prefix: Path = ()) -> list[tuple[Path, str]]:
+    """Every problem of a ValidationError as `(absolute path, one-line reason)`.
+
+    `prefix` is prepended (e.g. `("spec",)` when `EvalSpec` was validated on its own).
+    Unknown fields come first (a typo usually also causes a "missing" error) and name the
+    missing field they were probably meant to be.
+    """
+    items = error.errors(include_url=False)
+    missing = [tuple(item["loc"]) for item in items if item["type"] == "missing"]
+    problems: list[tuple[Path, str]] = []
+    for item in sorted(items, key=lambda item: item["type"] != "extra_forbidden"):
+        loc: Path = tuple(item["loc"])
+        ctx = item.get("ctx") or {}
+        if item["type"] == SPEC_ERROR:
+            problems.append(((*prefix, *loc, *ctx.get("path", ())), str(ctx["reason"])))
+        elif item["type"] == "extra_forbidden":
+            problems.append(((*prefix, *loc), _unknown_field(loc, missing)))
+        else:
+            problems.append(((*prefix, *loc), _reason(item)))
+    return problems
+
+
+def _unknown_field(loc: Path, missing: list[Path]) -> str:
+    candidates = [m[-1] for m in missing if m[:-1] == loc[:-1] and isinstance(m[-1], str)]
+    close = difflib.get_close_matches(str(loc[-1]), [str(c) for c in candidates], n=1)
+    return f'unknown field (did you mean "{close[0]}"?)' if close else "unknown field"
+
+
+def _reason(item: Mapping[str, Any]) -> str:
+    kind = item["type"]
+    value = item.get("input")
+    if kind == "extra_forbidden":
+        return "unknown field"
+    if kind == "missing":
+        return "required field is missing"
+    message = str(item["msg"])
+    for prefix in ("Value error, ", "Assertion failed, "):
+        message = message.removeprefix(prefix)
+    message = message.replace("Input should be", "should be")
+    message = message.replace("String should", "should").replace("List should", "should")
+    if isinstance(value, str | int | float) and not isinstance(value, bool):
+        message += f" (got {value!r})"
+    return message
