@@ -1,0 +1,799 @@
+"""The operator side by side with the Kubernetes Job controller, on the same cluster, in one run.
+
+A user who does not adopt passhat would run the same trials as a native Indexed Job, so
+that is the anchor: N trials through the operator (an eval of N/10 tasks x 10 trials) and
+an Indexed Job with N completions, at the same parallelism, on the test cluster's kwok
+nodes where every pod ends after the same scripted delay. Running both in one process,
+one after the other (alternating which goes first), lets the machine's noise cancel out.
+
+Measured for each side: wall time from create to done (the eval's `Complete` condition,
+the Job's `Complete` condition), API write requests per trial issued by that controller
+(counted in the API server's audit log by user: the Job controller runs as
+`system:serviceaccount:kube-system:job-controller`, the operator is started here with a
+token of its own service account so its writes can be told apart from everything else),
+and for the operator its peak RSS (VmHWM) and CPU seconds.
+
+`--scale` instead keeps 10,000 trial pods in flight at once (long fake durations) and
+reports the operator's peak RSS and the eval's status size. `--smoke` is a tiny run that
+the cluster test suite uses to check that the benchmark works; it asserts no timing.
+
+Everything is created in namespaces named `passhat-bench-*` and removed afterwards (left-
+over finalizers stripped), since the cluster is shared with the test suite. The last line
+of output is one JSON object.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import contextlib
+import json
+import os
+import platform
+import secrets
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+DEFAULT_KUBECONFIG = REPO / ".cluster" / "kubeconfig"
+DEFAULT_AUDIT_LOG = REPO / ".cluster" / "logs" / "audit.log"
+
+BENCH_USER_AGENT = "passhat-bench/1"
+JOB_CONTROLLER_USER = "system:serviceaccount:kube-system:job-controller"
+OPERATOR_SA = "passhat-bench-operator"
+WRITE_VERBS = frozenset({"create", "update", "patch", "delete", "deletecollection"})
+
+EVAL_API = "/apis/passhat.dev/v1alpha1"
+NS_PREFIX = "passhat-bench-"
+
+# How the test cluster's kwok nodes are reached and how a pod's fake run time is scripted
+# (hack/cluster/: kwok nodes are labelled type=kwok and tainted; a Stage ends a pod
+# after the duration in this annotation).
+KWOK_NODE_SELECTOR = {"type": "kwok"}
+KWOK_TOLERATIONS = [{"key": "kwok.x-k8s.io/node", "operator": "Exists", "effect": "NoSchedule"}]
+DURATION_ANNOTATION = "passhat.dev/fake-duration"
+TRIAL_IMAGE = "localhost/passhat/busybox:test"
+
+TASK_TRIALS = 10  # the operator side runs N/10 tasks x 10 trials
+
+
+def log(message: str) -> None:
+    """Progress for the human (stderr); stdout carries the table and the JSON line."""
+    print(f"[bench {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+class BenchError(Exception):
+    """A side did not complete, or the cluster is not usable for the benchmark."""
+
+
+# --------------------------------------------------------------------------- the API
+
+
+class Kube:
+    """A thin JSON client over the kubernetes package (raw paths, no model classes).
+
+    Model classes would cost seconds per list of 10,000 pods; this keeps the benchmark's
+    own CPU out of the way of what it measures.
+    """
+
+    def __init__(self, kubeconfig: Path) -> None:
+        from kubernetes import client, config
+
+        cfg = client.Configuration()
+        config.load_kube_config(  # type: ignore[no-untyped-call]
+            config_file=str(kubeconfig), client_configuration=cfg
+        )
+        self.configuration = cfg
+        self.api = client.ApiClient(cfg)
+        self.api.user_agent = BENCH_USER_AGENT
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        *,
+        query: dict[str, str] | None = None,
+        content_type: str = "application/json",
+        missing_ok: bool = False,
+    ) -> dict[str, Any] | None:
+        """One request; the decoded JSON body, or None for a 404 when `missing_ok`."""
+        method, url, headers, _, _ = self.api.param_serialize(
+            method,
+            path,
+            query_params=list((query or {}).items()),
+            header_params={"Content-Type": content_type, "Accept": "application/json"},
+            auth_settings=["BearerToken"],
+        )
+        payload = None if body is None else json.dumps(body)
+        resp = self.api.call_api(
+            method, url, header_params=headers, body=payload, _request_timeout=60
+        )
+        data: bytes = resp.read()  # type: ignore[no-untyped-call]
+        if resp.status == 404 and missing_ok:
+            return None
+        if resp.status >= 400:
+            raise BenchError(f"{method} {path}: HTTP {resp.status}: {data[:300]!r}")
+        out: dict[str, Any] = json.loads(data) if data else {}
+        return out
+
+    def get(self, path: str, **query: str) -> dict[str, Any] | None:
+        return self.request("GET", path, query=query, missing_ok=True)
+
+    def create(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        out = self.request("POST", path, body)
+        assert out is not None
+        return out
+
+    def merge_patch(self, path: str, body: dict[str, Any]) -> None:
+        self.request(
+            "PATCH", path, body, content_type="application/merge-patch+json", missing_ok=True
+        )
+
+    def delete(self, path: str) -> None:
+        self.request("DELETE", path, {"propagationPolicy": "Background"}, missing_ok=True)
+
+
+def wait_for(
+    what: str, check: Callable[[], bool], *, timeout: float, interval: float = 0.25
+) -> float:
+    """Poll `check` until it holds; the monotonic time it first held. BenchError on timeout."""
+    deadline = time.monotonic() + timeout
+    while True:
+        if check():
+            return time.monotonic()
+        if time.monotonic() > deadline:
+            raise BenchError(f"timed out after {timeout:.0f}s waiting for {what}")
+        time.sleep(interval)
+
+
+def condition_true(obj: dict[str, Any] | None, kind: str) -> bool:
+    """Whether `obj.status.conditions` has `kind` with status True."""
+    conditions = ((obj or {}).get("status") or {}).get("conditions") or []
+    return any(c.get("type") == kind and c.get("status") == "True" for c in conditions)
+
+
+# ------------------------------------------------------------------------ audit log
+
+
+class AuditLog:
+    """Counts write requests in the API server's audit log (JSON lines), by user.
+
+    A request is one event at stage ResponseComplete (audit IDs deduplicated). Counting
+    starts at a byte offset taken with `mark()`, so only the measured window is read.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def mark(self) -> int:
+        return self.path.stat().st_size if self.path.exists() else 0
+
+    def writes(self, start: int, *, user: str, namespace: str) -> Counter[str]:
+        """Write requests by `user` on objects in `namespace` since `start`, by verb/resource."""
+        counts: Counter[str] = Counter()
+        seen: set[str] = set()
+        for event in self._events(start):
+            if event.get("stage") != "ResponseComplete" or event.get("verb") not in WRITE_VERBS:
+                continue
+            if (event.get("user") or {}).get("username") != user:
+                continue
+            ref = event.get("objectRef") or {}
+            if ref.get("namespace") != namespace:
+                continue
+            audit_id = event.get("auditID", "")
+            if audit_id in seen:
+                continue
+            seen.add(audit_id)
+            resource = ref.get("resource", "?")
+            if ref.get("subresource"):
+                resource += "/" + ref["subresource"]
+            counts[f"{event['verb']} {resource}"] += 1
+        return counts
+
+    def _events(self, start: int) -> Iterator[dict[str, Any]]:
+        if not self.path.exists():
+            raise BenchError(f"no audit log at {self.path} (hack/cluster/up.sh writes it)")
+        with self.path.open("rb") as f:
+            if f.seek(0, os.SEEK_END) < start:
+                start = 0  # NB: rotated under us; the fresh file is all new
+            f.seek(start)
+            for line in f:
+                with contextlib.suppress(ValueError):
+                    yield json.loads(line)
+
+    def wait_quiet(self, start: int, *, user: str, namespace: str, quiet_s: float = 3.0) -> None:
+        """Wait until `user` has issued no new write in `namespace` for `quiet_s` seconds."""
+        last, since = -1, time.monotonic()
+        deadline = since + 120
+        while time.monotonic() < deadline:
+            total = sum(self.writes(start, user=user, namespace=namespace).values())
+            if total != last:
+                last, since = total, time.monotonic()
+            elif time.monotonic() - since >= quiet_s:
+                return
+            time.sleep(0.5)
+
+
+# ----------------------------------------------------------------- the operator process
+
+
+class OperatorProcess:
+    """`passhat operator --namespace NS` as a child process, with its CPU and peak RSS."""
+
+    def __init__(self, *, namespace: str, kubeconfig: Path, log_path: Path) -> None:
+        env = {**os.environ, "KUBECONFIG": str(kubeconfig), "PYTHONUNBUFFERED": "1"}
+        cmd = [sys.executable, "-m", "passhat.cli", "operator", "--namespace", namespace]
+        self.log_path = log_path
+        self._log = log_path.open("wb")
+        self.proc = subprocess.Popen(
+            cmd, env=env, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True
+        )
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def cpu_seconds(self) -> float:
+        """User + system CPU seconds of the operator so far."""
+        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def peak_rss_mib(self) -> float:
+        """The operator's peak resident set (VmHWM) in MiB."""
+        for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+        raise BenchError("no VmHWM in /proc status")
+
+    def stop(self) -> None:
+        if self.alive():
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=30)
+        self._log.close()
+
+    def tail(self, lines: int = 20) -> str:
+        text = self.log_path.read_text(errors="replace").splitlines()
+        return "\n".join(text[-lines:])
+
+
+# ------------------------------------------------------------------------ namespaces
+
+
+@dataclass
+class Sandbox:
+    """A namespace of the benchmark's own, and (for the operator) its identity."""
+
+    kube: Kube
+    namespace: str
+    workdir: Path
+    binding: str | None = None
+    operator: OperatorProcess | None = None
+
+    @classmethod
+    def create(cls, kube: Kube, side: str, workdir: Path) -> Sandbox:
+        name = f"{NS_PREFIX}{side}-{secrets.token_hex(3)}"
+        kube.create("/api/v1/namespaces", {"metadata": {"name": name}})
+        wait_for(
+            f"default service account in {name}",
+            lambda: kube.get(f"/api/v1/namespaces/{name}/serviceaccounts/default") is not None,
+            timeout=60,
+        )
+        return cls(kube, name, workdir)
+
+    def start_operator(self) -> OperatorProcess:
+        """Run the operator for this namespace with a service-account identity of its own."""
+        ns, kube = self.namespace, self.kube
+        kube.create(f"/api/v1/namespaces/{ns}/serviceaccounts", {"metadata": {"name": OPERATOR_SA}})
+        self.binding = ns
+        kube.create(
+            "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
+            {
+                "metadata": {"name": self.binding},
+                "roleRef": {
+                    "apiGroup": "rbac.authorization.k8s.io",
+                    "kind": "ClusterRole",
+                    "name": "cluster-admin",
+                },
+                "subjects": [{"kind": "ServiceAccount", "name": OPERATOR_SA, "namespace": ns}],
+            },
+        )
+        token = kube.create(
+            f"/api/v1/namespaces/{ns}/serviceaccounts/{OPERATOR_SA}/token",
+            {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {}},
+        )["status"]["token"]
+        kubeconfig = self.workdir / f"{ns}.kubeconfig"
+        kubeconfig.write_text(yaml.safe_dump(token_kubeconfig(kube, token)))
+        self.operator = OperatorProcess(
+            namespace=ns, kubeconfig=kubeconfig, log_path=self.workdir / f"{ns}.operator.log"
+        )
+        return self.operator
+
+    def teardown(self, *, timeout: float = 900) -> None:
+        """Delete everything this sandbox made; strip finalizers nobody will remove."""
+        ns, kube = self.namespace, self.kube
+        with contextlib.suppress(BenchError):
+            for ev in list_items(kube, f"{EVAL_API}/namespaces/{ns}/consistencyevals"):
+                kube.delete(f"{EVAL_API}/namespaces/{ns}/consistencyevals/{name_of(ev)}")
+        if self.operator is not None:
+            # NB: give a live operator the chance to release its own pods first
+            with contextlib.suppress(BenchError):
+                wait_for(
+                    "the operator to release its pods",
+                    lambda: not list_items(kube, f"/api/v1/namespaces/{ns}/pods"),
+                    timeout=min(timeout, 120),
+                    interval=2,
+                )
+            self.operator.stop()
+        if self.binding:
+            kube.delete(f"/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/{self.binding}")
+        kube.delete(f"/api/v1/namespaces/{ns}")
+
+        def gone() -> bool:
+            strip_finalizers(kube, ns)
+            return kube.get(f"/api/v1/namespaces/{ns}") is None
+
+        wait_for(f"namespace {ns} to be deleted", gone, timeout=timeout, interval=3)
+
+
+def token_kubeconfig(kube: Kube, token: str) -> dict[str, Any]:
+    """A kubeconfig for the same API server that authenticates with `token`."""
+    cfg = kube.configuration
+    cluster: dict[str, Any] = {"server": cfg.host}
+    if cfg.ssl_ca_cert:
+        ca = Path(cfg.ssl_ca_cert).read_bytes()
+        cluster["certificate-authority-data"] = base64.b64encode(ca).decode()
+    else:
+        cluster["insecure-skip-tls-verify"] = True
+    return {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "bench", "cluster": cluster}],
+        "users": [{"name": "operator", "user": {"token": token}}],
+        "contexts": [{"name": "bench", "context": {"cluster": "bench", "user": "operator"}}],
+        "current-context": "bench",
+    }
+
+
+def list_items(kube: Kube, path: str, **query: str) -> list[dict[str, Any]]:
+    return list((kube.get(path, **query) or {}).get("items") or [])
+
+
+def name_of(obj: dict[str, Any]) -> str:
+    return str(obj["metadata"]["name"])
+
+
+def strip_finalizers(kube: Kube, ns: str) -> None:
+    """Remove finalizers from pods and evals left in `ns` (their controller is gone)."""
+    for path in (f"/api/v1/namespaces/{ns}/pods", f"{EVAL_API}/namespaces/{ns}/consistencyevals"):
+        with contextlib.suppress(BenchError):
+            for obj in list_items(kube, path):
+                if obj["metadata"].get("finalizers"):
+                    kube.merge_patch(f"{path}/{name_of(obj)}", {"metadata": {"finalizers": None}})
+
+
+def leftover_namespaces(kube: Kube) -> list[str]:
+    """Namespaces an earlier, interrupted benchmark left behind."""
+    return [
+        name_of(ns)
+        for ns in list_items(kube, "/api/v1/namespaces")
+        if name_of(ns).startswith(NS_PREFIX)
+    ]
+
+
+# ------------------------------------------------------------------------- the sides
+
+
+def pod_template(duration_s: float) -> dict[str, Any]:
+    """The trial pod both sides run: a kwok pod that ends (exit 0) after `duration_s`."""
+    return {
+        "metadata": {"annotations": {DURATION_ANNOTATION: f"{int(duration_s * 1000)}ms"}},
+        "spec": {
+            "restartPolicy": "Never",
+            "nodeSelector": dict(KWOK_NODE_SELECTOR),
+            "tolerations": [dict(t) for t in KWOK_TOLERATIONS],
+            "containers": [
+                {
+                    "name": "trial",
+                    "image": TRIAL_IMAGE,
+                    "imagePullPolicy": "Never",
+                    "command": ["sh", "-c", "exit 0"],
+                }
+            ],
+        },
+    }
+
+
+def eval_body(
+    name: str, *, tasks: int, trials: int, parallelism: int, duration_s: float
+) -> dict[str, Any]:
+    return {
+        "apiVersion": "passhat.dev/v1alpha1",
+        "kind": "ConsistencyEval",
+        "metadata": {"name": name},
+        "spec": {
+            "tasks": [{"id": f"t{i:05d}"} for i in range(tasks)],
+            "trials": trials,
+            "ks": [1],
+            "parallelism": parallelism,
+            "trial": {"timeoutSeconds": 86400, "template": pod_template(duration_s)},
+        },
+    }
+
+
+@dataclass
+class SideResult:
+    """What one side of one run measured."""
+
+    seconds: float
+    writes: Counter[str]
+    trials: int
+    rss_mib: float | None = None
+    cpu_seconds: float | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def writes_per_trial(self) -> float:
+        return sum(self.writes.values()) / self.trials
+
+
+def run_job(
+    kube: Kube, audit: AuditLog, box: Sandbox, *, trials: int, parallelism: int, duration_s: float
+) -> SideResult:
+    """N completions of an Indexed Job at `parallelism`; create to Complete."""
+    ns = box.namespace
+    body = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": "bench"},
+        "spec": {
+            "completions": trials,
+            "parallelism": parallelism,
+            "completionMode": "Indexed",
+            "backoffLimit": trials,
+            "template": pod_template(duration_s),
+        },
+    }
+    path = f"/apis/batch/v1/namespaces/{ns}/jobs/bench"
+    mark = audit.mark()
+    start = time.monotonic()
+    kube.create(f"/apis/batch/v1/namespaces/{ns}/jobs", body)
+
+    def done() -> bool:
+        job = kube.get(path)
+        if condition_true(job, "Failed"):
+            raise BenchError(f"the Job failed: {json.dumps((job or {}).get('status'))}")
+        return condition_true(job, "Complete")
+
+    end = wait_for(
+        "the Job to complete", done, timeout=timeout_for(trials, parallelism, duration_s)
+    )
+    job = kube.get(path) or {}
+    succeeded = int((job.get("status") or {}).get("succeeded") or 0)
+    if succeeded != trials:
+        raise BenchError(f"the Job completed with {succeeded} of {trials} succeeded")
+    audit.wait_quiet(mark, user=JOB_CONTROLLER_USER, namespace=ns)
+    writes = audit.writes(mark, user=JOB_CONTROLLER_USER, namespace=ns)
+    return SideResult(end - start, writes, trials, extra={"succeeded": succeeded})
+
+
+def run_operator(
+    kube: Kube, audit: AuditLog, box: Sandbox, *, trials: int, parallelism: int, duration_s: float
+) -> SideResult:
+    """An eval of trials/10 tasks x 10 trials through a fresh operator; create to Complete."""
+    ns = box.namespace
+    operator = box.start_operator()
+    evals = f"{EVAL_API}/namespaces/{ns}/consistencyevals"
+    # NB: a one-trial warm-up eval makes sure the operator is up and watching before the clock
+    # starts (its start-up is not what is compared), then is deleted again.
+    kube.create(evals, eval_body("warmup", tasks=1, trials=1, parallelism=1, duration_s=0))
+    wait_eval(kube, operator, f"{evals}/warmup", timeout=180)
+    kube.delete(f"{evals}/warmup")
+    wait_for("the warm-up eval to go", lambda: kube.get(f"{evals}/warmup") is None, timeout=120)
+    user = f"system:serviceaccount:{ns}:{OPERATOR_SA}"
+    audit.wait_quiet(audit.mark(), user=user, namespace=ns, quiet_s=2)
+
+    mark, cpu0 = audit.mark(), operator.cpu_seconds()
+    start = time.monotonic()
+    kube.create(
+        evals,
+        eval_body(
+            "bench",
+            tasks=trials // TASK_TRIALS,
+            trials=TASK_TRIALS,
+            parallelism=parallelism,
+            duration_s=duration_s,
+        ),
+    )
+    end = wait_eval(
+        kube, operator, f"{evals}/bench", timeout=timeout_for(trials, parallelism, duration_s)
+    )
+    status = (kube.get(f"{evals}/bench") or {}).get("status") or {}
+    done = int((status.get("progress") or {}).get("done") or 0)
+    if done != trials:
+        raise BenchError(f"the eval completed with progress.done={done}, expected {trials}")
+    wait_for(
+        "the operator to delete its finished pods",
+        lambda: not list_items(kube, f"/api/v1/namespaces/{ns}/pods"),
+        timeout=120,
+        interval=1,
+    )
+    audit.wait_quiet(mark, user=user, namespace=ns)
+    return SideResult(
+        end - start,
+        audit.writes(mark, user=user, namespace=ns),
+        trials,
+        rss_mib=operator.peak_rss_mib(),
+        cpu_seconds=operator.cpu_seconds() - cpu0,
+        extra={"status_bytes": json_size(status), "summary": status.get("summary")},
+    )
+
+
+def wait_eval(kube: Kube, operator: OperatorProcess, path: str, *, timeout: float) -> float:
+    """Wait for the eval's Complete condition; fail fast on ConfigError or a dead operator."""
+
+    def done() -> bool:
+        if not operator.alive():
+            raise BenchError(f"the operator exited:\n{operator.tail()}")
+        ev = kube.get(path)
+        if condition_true(ev, "ConfigError"):
+            raise BenchError(f"the eval has a ConfigError: {json.dumps(ev and ev.get('status'))}")
+        return condition_true(ev, "Complete")
+
+    return wait_for(f"{path} to complete", done, timeout=timeout)
+
+
+def timeout_for(trials: int, parallelism: int, duration_s: float) -> float:
+    """A generous deadline: 20x the ideal time plus a fixed 10 minutes (a loaded 2-core box)."""
+    waves = -(-trials // parallelism)
+    return 600 + 20 * waves * max(duration_s, 1.0) + 0.5 * trials
+
+
+def json_size(obj: Any) -> int:
+    return len(json.dumps(obj, separators=(",", ":")).encode())
+
+
+# ------------------------------------------------------------------------------ scale
+
+
+def run_scale(
+    kube: Kube, workdir: Path, *, tasks: int, parallelism: int, timeout: float
+) -> dict[str, Any]:
+    """Keep `tasks` x 10 trial pods in flight; the operator's RSS and the status size then."""
+    box = Sandbox.create(kube, "scale", workdir)
+    try:
+        operator = box.start_operator()
+        evals = f"{EVAL_API}/namespaces/{box.namespace}/consistencyevals"
+        pods = tasks * TASK_TRIALS
+        start = time.monotonic()
+        kube.create(
+            evals,
+            eval_body(
+                "scale", tasks=tasks, trials=TASK_TRIALS, parallelism=parallelism, duration_s=86400
+            ),
+        )
+        last = [0.0]
+
+        def all_created() -> bool:
+            if not operator.alive():
+                raise BenchError(f"the operator exited:\n{operator.tail()}")
+            status = (kube.get(f"{evals}/scale") or {}).get("status") or {}
+            running = int((status.get("progress") or {}).get("running") or 0)
+            if time.monotonic() - last[0] > 30:
+                last[0] = time.monotonic()
+                log(f"scale: {running}/{pods} trial pods tracked")
+            return running >= min(pods, parallelism)
+
+        end = wait_for("every trial pod to be created", all_created, timeout=timeout, interval=2)
+        live = len(list_items(kube, f"/api/v1/namespaces/{box.namespace}/pods"))
+        time.sleep(10)  # NB: let the operator settle with every pod tracked
+        ev = kube.get(f"{evals}/scale") or {}
+        return {
+            "scale_pods": live,
+            "scale_tasks": tasks,
+            "scale_seconds_to_create": round(end - start, 1),
+            "operator_rss_mib": round(operator.peak_rss_mib(), 1),
+            "operator_cpu_seconds": round(operator.cpu_seconds(), 1),
+            "status_bytes": json_size(ev.get("status") or {}),
+            "object_bytes": json_size(ev),
+        }
+    finally:
+        box.teardown(timeout=1800)
+
+
+# ----------------------------------------------------------------------- the machine
+
+
+def machine_info(kube: Kube) -> dict[str, Any]:
+    """Cores, memory, load, versions and the controller-manager's client QPS."""
+    meminfo = Path("/proc/meminfo").read_text().split()
+    mem_gib = int(meminfo[meminfo.index("MemTotal:") + 1]) / 1024**2
+    version = kube.get("/version") or {}
+    kwok_nodes = list_items(kube, "/api/v1/nodes", labelSelector="type=kwok")
+    return {
+        "cores": os.cpu_count(),
+        "memory_gib": round(mem_gib, 1),
+        "load_avg_1m": os.getloadavg()[0],
+        "python": platform.python_version(),
+        "kubernetes": version.get("gitVersion"),
+        "kwok_nodes": len(kwok_nodes),
+        **controller_manager_qps(),
+    }
+
+
+def controller_manager_qps() -> dict[str, Any]:
+    """`--kube-api-qps` / `--kube-api-burst` of the running kube-controller-manager."""
+    qps: dict[str, Any] = {"kcm_kube_api_qps": 20.0, "kcm_kube_api_burst": 30}
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        with contextlib.suppress(OSError):
+            argv = cmdline.read_bytes().split(b"\0")
+            if not argv or not argv[0].endswith(b"kube-controller-manager"):
+                continue
+            for arg in (a.decode() for a in argv):
+                if arg.startswith("--kube-api-qps="):
+                    qps["kcm_kube_api_qps"] = float(arg.split("=", 1)[1])
+                elif arg.startswith("--kube-api-burst="):
+                    qps["kcm_kube_api_burst"] = int(arg.split("=", 1)[1])
+            qps["kcm_flags_read"] = True
+    return qps
+
+
+# ----------------------------------------------------------------------------- main
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--trials", type=int, default=1000, help="trials per side (multiple of 10)")
+    p.add_argument("--parallelism", type=int, default=100, help="pods in flight, both sides")
+    p.add_argument("--runs", type=int, default=3, help="runs; the median is reported")
+    p.add_argument("--duration-s", type=float, default=5.0, help="scripted run time of a pod")
+    p.add_argument("--scale", action="store_true", help="10,000 tracked pods: RSS, status size")
+    p.add_argument("--scale-tasks", type=int, default=1000, help="tasks of the scale eval (x10)")
+    p.add_argument("--smoke", action="store_true", help="tiny run (20 trials, parallelism 10)")
+    p.add_argument("--kubeconfig", type=Path, default=DEFAULT_KUBECONFIG)
+    p.add_argument("--audit-log", type=Path, default=DEFAULT_AUDIT_LOG)
+    p.add_argument("--keep-logs", type=Path, help="copy operator logs into this directory")
+    args = p.parse_args(argv)
+    if args.smoke:
+        args.trials, args.parallelism, args.runs, args.duration_s = 20, 10, 1, 1.0
+    if args.trials < TASK_TRIALS or args.trials % TASK_TRIALS:
+        p.error(f"--trials must be a positive multiple of {TASK_TRIALS}")
+    if args.parallelism < 1 or args.runs < 1 or args.duration_s < 0:
+        p.error("--parallelism and --runs must be >= 1, --duration-s >= 0")
+    return args
+
+
+def one_run(
+    kube: Kube, audit: AuditLog, workdir: Path, args: argparse.Namespace, i: int
+) -> dict[str, Any]:
+    """Both sides once (the Job first on odd runs), each in a fresh namespace."""
+    sides: dict[str, SideResult] = {}
+    order = ["operator", "job"] if i % 2 == 0 else ["job", "operator"]
+    for side in order:
+        box = Sandbox.create(kube, "op" if side == "operator" else "job", workdir)
+        try:
+            runner = run_operator if side == "operator" else run_job
+            log(f"run {i + 1}: {side} side in {box.namespace}")
+            sides[side] = runner(
+                kube,
+                audit,
+                box,
+                trials=args.trials,
+                parallelism=args.parallelism,
+                duration_s=args.duration_s,
+            )
+            log(f"run {i + 1}: {side} done in {sides[side].seconds:.1f}s")
+        finally:
+            if args.keep_logs and box.operator is not None:
+                args.keep_logs.mkdir(parents=True, exist_ok=True)
+                box.operator.stop()
+                target = args.keep_logs / box.operator.log_path.name
+                target.write_bytes(box.operator.log_path.read_bytes())
+            box.teardown()
+    op, job = sides["operator"], sides["job"]
+    return {
+        "operator_seconds": op.seconds,
+        "job_seconds": job.seconds,
+        "operator_api_writes_per_trial": op.writes_per_trial,
+        "job_api_writes_per_trial": job.writes_per_trial,
+        "operator_rss_mib": op.rss_mib,
+        "operator_cpu_seconds": op.cpu_seconds,
+        "operator_writes": dict(op.writes),
+        "job_writes": dict(job.writes),
+        "operator_status_bytes": op.extra["status_bytes"],
+    }
+
+
+def median_of(runs: list[dict[str, Any]], key: str) -> float:
+    return float(statistics.median(r[key] for r in runs))
+
+
+def print_table(runs: list[dict[str, Any]], result: dict[str, Any]) -> None:
+    cols = [
+        ("operator_seconds", "op s"),
+        ("job_seconds", "job s"),
+        ("operator_api_writes_per_trial", "op writes/trial"),
+        ("job_api_writes_per_trial", "job writes/trial"),
+        ("operator_rss_mib", "op RSS MiB"),
+        ("operator_cpu_seconds", "op CPU s"),
+    ]
+    print("run    " + "".join(f"{title:>18}" for _, title in cols))
+    for i, r in enumerate(runs):
+        print(f"{i + 1:<7}" + "".join(f"{r[key]:>18.2f}" for key, _ in cols))
+    print("median " + "".join(f"{result[key]:>18.2f}" for key, _ in cols))
+    last = runs[-1]
+    print(f"operator writes (last run): {json.dumps(last['operator_writes'], sort_keys=True)}")
+    print(f"job writes (last run):      {json.dumps(last['job_writes'], sort_keys=True)}")
+    print(
+        f"throughput ratio (operator/job, >= 1 means the operator is at least as fast): "
+        f"{result['throughput_ratio']:.3f}"
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    kube = Kube(args.kubeconfig)
+    audit = AuditLog(args.audit_log)
+    for ns in leftover_namespaces(kube):
+        log(f"removing {ns}, left by an earlier run")
+        Sandbox(kube, ns, Path(tempfile.gettempdir())).teardown()
+    machine = machine_info(kube)
+    result: dict[str, Any] = {"trials": args.trials, "parallelism": args.parallelism}
+    with tempfile.TemporaryDirectory(prefix="passhat-bench-") as tmp:
+        workdir = Path(tmp)
+        try:
+            if args.scale:
+                pods = args.scale_tasks * TASK_TRIALS
+                result = {"trials": pods, "parallelism": pods}
+                result |= run_scale(
+                    kube,
+                    workdir,
+                    tasks=args.scale_tasks,
+                    parallelism=pods,
+                    timeout=3600,
+                )
+            else:
+                runs = [one_run(kube, audit, workdir, args, i) for i in range(args.runs)]
+                for key in (
+                    "operator_seconds",
+                    "job_seconds",
+                    "operator_api_writes_per_trial",
+                    "job_api_writes_per_trial",
+                    "operator_rss_mib",
+                    "operator_cpu_seconds",
+                ):
+                    result[key] = round(median_of(runs, key), 3)
+                result["throughput_ratio"] = round(
+                    result["job_seconds"] / result["operator_seconds"], 3
+                )
+                result["runs"] = args.runs
+                result["duration_s"] = args.duration_s
+                result["operator_status_bytes"] = runs[-1]["operator_status_bytes"]
+                result["operator_writes_last_run"] = runs[-1]["operator_writes"]
+                result["job_writes_last_run"] = runs[-1]["job_writes"]
+                print_table(runs, result)
+        except BenchError as exc:
+            print(f"bench: {exc}", file=sys.stderr)
+            return 1
+    machine["load_avg_1m_end"] = os.getloadavg()[0]
+    result["machine"] = machine
+    print(json.dumps(result, sort_keys=True))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
