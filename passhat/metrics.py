@@ -65,7 +65,7 @@ _K_HELP = "labels: namespace, eval, k (one of the eval's ks)"
 
 @dataclass(frozen=True)
 class Metrics:
-    """The metric objects of one registry (the operator's, or a textfile's)."""
+    """The per-eval metric objects of one registry (the operator's, or a textfile's)."""
 
     pass_hat_k: Gauge
     pass_at_k: Gauge
@@ -77,8 +77,6 @@ class Metrics:
     trials_total: Counter
     trials_running: Gauge
     trial_duration_seconds: Histogram
-    reconcile_duration_seconds: Histogram
-    api_errors_total: Counter
 
     def per_eval(self) -> tuple[Gauge | Counter | Histogram, ...]:
         """The metrics whose series belong to one eval (namespace and eval labels)."""
@@ -97,7 +95,7 @@ class Metrics:
 
 
 def define(registry: CollectorRegistry) -> Metrics:
-    """Create every passhat metric in `registry` (names are `passhat_<thing>_<unit|total>`)."""
+    """Create the per-eval metrics in `registry` (names are `passhat_<thing>_<unit|total>`)."""
     return Metrics(
         pass_hat_k=Gauge(
             "passhat_pass_hat_k",
@@ -166,21 +164,6 @@ def define(registry: CollectorRegistry) -> Metrics:
             buckets=TRIAL_DURATION_BUCKETS,
             registry=registry,
         ),
-        reconcile_duration_seconds=Histogram(
-            "passhat_reconcile_duration_seconds",
-            "Duration of one operator reconcile pass of an eval (read pods, fold, create, "
-            "write status); no labels",
-            (),
-            buckets=RECONCILE_DURATION_BUCKETS,
-            registry=registry,
-        ),
-        api_errors_total=Counter(
-            "passhat_api_errors",
-            "Kubernetes API calls of the operator that failed; labels: verb (get, list, "
-            "create, patch, delete, watch, evict, event)",
-            ("verb",),
-            registry=registry,
-        ),
     )
 
 
@@ -200,8 +183,23 @@ GATE_PASSED = METRICS.gate_passed
 TRIALS_TOTAL = METRICS.trials_total
 TRIALS_RUNNING = METRICS.trials_running
 TRIAL_DURATION_SECONDS = METRICS.trial_duration_seconds
-RECONCILE_DURATION_SECONDS = METRICS.reconcile_duration_seconds
-API_ERRORS_TOTAL = METRICS.api_errors_total
+
+# Operator health: only the operator's registry has these.
+RECONCILE_DURATION_SECONDS = Histogram(
+    "passhat_reconcile_duration_seconds",
+    "Duration of one operator reconcile pass of an eval (read pods, fold, create, write "
+    "status); no labels",
+    (),
+    buckets=RECONCILE_DURATION_BUCKETS,
+    registry=REGISTRY,
+)
+API_ERRORS_TOTAL = Counter(
+    "passhat_api_errors",
+    "Kubernetes API calls of the operator that failed; labels: verb (get, list, create, "
+    "patch, delete, watch, evict, event)",
+    ("verb",),
+    registry=REGISTRY,
+)
 
 # The exposed names (counters gain `_total` on exposition), as DESIGN.md lists them.
 METRIC_NAMES = (
@@ -346,9 +344,9 @@ def observe_trial(
         metrics.trial_duration_seconds.labels(namespace, eval_name, outcome).observe(duration_s)
 
 
-def observe_api_error(verb: str, *, metrics: Metrics = METRICS) -> None:
+def observe_api_error(verb: str) -> None:
     """Count one failed Kubernetes API call of the operator (verb: get, list, create, ...)."""
-    metrics.api_errors_total.labels(verb).inc()
+    API_ERRORS_TOTAL.labels(verb).inc()
 
 
 def forget_eval(namespace: str, eval_name: str, *, metrics: Metrics = METRICS) -> None:

@@ -1,0 +1,195 @@
+"""passhat.metrics: the DESIGN metric names exist and per-eval series follow the status."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from prometheus_client import CollectorRegistry
+from prometheus_client.parser import text_string_to_metric_families
+
+from passhat import metrics
+from passhat.stats import TaskTally, summarize_many
+
+# Every name DESIGN.md lists under "Metrics" (counters are exposed with `_total`).
+DESIGN_NAMES = [
+    "passhat_pass_hat_k",
+    "passhat_pass_at_k",
+    "passhat_mean_pass_rate",
+    "passhat_tasks_scored",
+    "passhat_flaky_tasks",
+    "passhat_infra_error_ratio",
+    "passhat_gate_passed",
+    "passhat_trials_total",
+    "passhat_trials_running",
+    "passhat_trial_duration_seconds",
+    "passhat_reconcile_duration_seconds",
+    "passhat_api_errors_total",
+]
+
+STATUS = {
+    "phase": "Running",
+    "progress": {"done": 10, "running": 3, "pending": 7, "retries": 1},
+    "summary": {
+        "byK": [
+            {"k": 1, "tasksScored": 4, "meanPassRate": 0.75, "passAtK": 0.75, "passHatK": 0.75},
+            {"k": 3, "tasksScored": 2, "meanPassRate": 0.5, "passAtK": 0.9, "passHatK": 0.25},
+        ],
+        "infraErrorRate": 0.125,
+    },
+    "flaky": ["t1", "t2"],
+    "gate": {"metric": "passHatK", "k": 3, "min": 0.5, "value": 0.25, "passed": False},
+}
+
+
+def samples(registry: CollectorRegistry) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """Every sample of `registry` keyed by (name, sorted labels)."""
+    text = metrics.generate_latest(registry).decode()
+    out = {}
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            out[(s.name, tuple(sorted(s.labels.items())))] = s.value
+    return out
+
+
+def of_eval(registry: CollectorRegistry, ns: str, ev: str) -> dict[str, float]:
+    """The samples of one eval as `name{k=..,outcome=..}` -> value."""
+    out = {}
+    for (name, labels), value in samples(registry).items():
+        d = dict(labels)
+        if d.pop("namespace", None) == ns and d.pop("eval", None) == ev:
+            extra = ",".join(f"{k}={v}" for k, v in sorted(d.items()))
+            out[f"{name}{{{extra}}}"] = value
+    return out
+
+
+@pytest.fixture
+def fresh() -> tuple[CollectorRegistry, metrics.Metrics]:
+    """A private registry with every metric defined, so tests never share series."""
+    registry = CollectorRegistry()
+    return registry, metrics.define(registry)
+
+
+def test_design_names_are_exported() -> None:
+    """METRIC_NAMES is exactly the DESIGN list, and the served registry exposes each one."""
+    assert sorted(metrics.METRIC_NAMES) == sorted(DESIGN_NAMES)
+    names = {f.name for f in metrics.REGISTRY.collect()}
+    # prometheus_client names counter families without `_total`
+    exposed = {n for n in names} | {f"{n}_total" for n in names}
+    for name in DESIGN_NAMES:
+        assert name in exposed, name
+
+
+def test_help_texts_list_label_values(fresh: tuple[CollectorRegistry, metrics.Metrics]) -> None:
+    """Every per-eval metric's help text names its labels."""
+    registry, _ = fresh
+    for family in registry.collect():
+        assert "labels: namespace, eval" in family.documentation, family.name
+    for metric in (metrics.RECONCILE_DURATION_SECONDS, metrics.API_ERRORS_TOTAL):
+        assert "labels" in metric._documentation
+
+
+def test_observe_status_sets_every_gauge(fresh: tuple[CollectorRegistry, metrics.Metrics]) -> None:
+    """A status dict becomes per-k and per-eval gauges with the status's values."""
+    registry, m = fresh
+    metrics.observe_status("ns1", "ev", STATUS, metrics=m)
+    got = of_eval(registry, "ns1", "ev")
+    assert got["passhat_pass_hat_k{k=3}"] == 0.25
+    assert got["passhat_pass_at_k{k=3}"] == 0.9
+    assert got["passhat_mean_pass_rate{k=1}"] == 0.75
+    assert got["passhat_tasks_scored{k=3}"] == 2
+    assert got["passhat_flaky_tasks{}"] == 2
+    assert got["passhat_infra_error_ratio{}"] == 0.125
+    assert got["passhat_gate_passed{}"] == 0
+    assert got["passhat_trials_running{}"] == 3
+
+
+def test_flaky_count_beats_capped_list(fresh: tuple[CollectorRegistry, metrics.Metrics]) -> None:
+    """summary.flakyCount, when present, wins over the length of the capped flaky list."""
+    registry, m = fresh
+    status = {**STATUS, "summary": {**STATUS["summary"], "flakyCount": 250}}
+    metrics.observe_status("ns1", "ev", status, metrics=m)
+    assert of_eval(registry, "ns1", "ev")["passhat_flaky_tasks{}"] == 250
+
+
+def test_malformed_status_never_raises(fresh: tuple[CollectorRegistry, metrics.Metrics]) -> None:
+    """Garbage in a status leaves series absent instead of breaking the reconcile."""
+    registry, m = fresh
+    for status in ({}, {"summary": None}, {"summary": {"byK": [None, {"k": "x"}]}}, {"gate": 3}):
+        metrics.observe_status("ns1", "bad", status, metrics=m)
+    assert of_eval(registry, "ns1", "bad") == {}
+
+
+def test_gate_series_goes_when_gate_goes(fresh: tuple[CollectorRegistry, metrics.Metrics]) -> None:
+    """An eval without a gate has no passhat_gate_passed series."""
+    registry, m = fresh
+    metrics.observe_status("ns1", "ev", STATUS, metrics=m)
+    metrics.observe_status("ns1", "ev", {k: v for k, v in STATUS.items() if k != "gate"}, metrics=m)
+    assert "passhat_gate_passed{}" not in of_eval(registry, "ns1", "ev")
+
+
+def test_forget_eval_removes_only_that_eval(
+    fresh: tuple[CollectorRegistry, metrics.Metrics],
+) -> None:
+    """forget_eval drops every series of one eval and keeps the others and operator health."""
+    registry, m = fresh
+    for ev in ("a", "b"):
+        metrics.observe_status("ns1", ev, STATUS, metrics=m)
+        metrics.observe_trial(
+            "ns1", ev, outcome="pass", reason="exit_code", duration_s=2.0, metrics=m
+        )
+    metrics.observe_status("ns2", "a", STATUS, metrics=m)
+    metrics.forget_eval("ns1", "a", metrics=m)
+    assert of_eval(registry, "ns1", "a") == {}
+    assert of_eval(registry, "ns1", "b")["passhat_trials_total{outcome=pass,reason=exit_code}"] == 1
+    assert of_eval(registry, "ns2", "a")["passhat_pass_hat_k{k=1}"] == 0.75
+
+
+def test_api_errors_count_per_verb() -> None:
+    """observe_api_error increments the operator's passhat_api_errors_total{verb}."""
+    before = metrics.REGISTRY.get_sample_value("passhat_api_errors_total", {"verb": "evict"})
+    metrics.observe_api_error("evict")
+    after = metrics.REGISTRY.get_sample_value("passhat_api_errors_total", {"verb": "evict"})
+    assert after == (before or 0) + 1
+
+
+def test_observe_trial_counts_and_times(fresh: tuple[CollectorRegistry, metrics.Metrics]) -> None:
+    """Each accepted attempt is one counter increment and one histogram observation."""
+    registry, m = fresh
+    metrics.observe_trial(
+        "ns", "e", outcome="infra_error", reason="oom_killed", duration_s=7, metrics=m
+    )
+    metrics.observe_trial("ns", "e", outcome="infra_error", reason="oom_killed", metrics=m)
+    got = of_eval(registry, "ns", "e")
+    assert got["passhat_trials_total{outcome=infra_error,reason=oom_killed}"] == 2
+    assert got["passhat_trial_duration_seconds_count{outcome=infra_error}"] == 1
+    assert got["passhat_trial_duration_seconds_bucket{le=10.0,outcome=infra_error}"] == 1
+    assert got["passhat_trial_duration_seconds_bucket{le=5.0,outcome=infra_error}"] == 0
+
+
+def test_write_textfile_matches_summaries(tmp_path: Path) -> None:
+    """The textfile holds the operator's names and labels, computed from the summaries."""
+    tallies = [TaskTally("a", 3, 1, 1), TaskTally("b", 4, 0, 0)]
+    summaries = summarize_many(tallies, [1, 3])
+    rows = [{"outcome": "pass", "reason": "exit_code", "duration_s": 1.5}] * 7 + [
+        {"outcome": "fail", "reason": "exit_code", "duration_s": 2},
+        {"outcome": "infra_error", "reason": "timeout", "duration_s": 30},
+    ]
+    path = tmp_path / "passhat.prom"
+    metrics.write_textfile(
+        path, eval_name="demo", summaries=summaries, trials=rows, gate_passed=True
+    )
+    got = {}
+    for family in text_string_to_metric_families(path.read_text()):
+        for s in family.samples:
+            d = dict(s.labels)
+            assert d.pop("namespace") == "local" and d.pop("eval") == "demo"
+            got[f"{s.name}{{{','.join(f'{k}={v}' for k, v in sorted(d.items()))}}}"] = s.value
+    assert got["passhat_pass_hat_k{k=3}"] == pytest.approx(summaries[1].pass_hat_k)
+    assert got["passhat_mean_pass_rate{k=1}"] == pytest.approx(summaries[0].mean_pass_rate)
+    assert got["passhat_infra_error_ratio{}"] == pytest.approx(1 / 9)
+    assert got["passhat_flaky_tasks{}"] == 1
+    assert got["passhat_gate_passed{}"] == 1
+    assert got["passhat_trials_total{outcome=pass,reason=exit_code}"] == 7
+    assert got["passhat_trials_running{}"] == 0
+    assert [p.name for p in tmp_path.iterdir()] == ["passhat.prom"]
