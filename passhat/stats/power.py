@@ -1,13 +1,19 @@
 """How many tasks x trials a comparison needs to detect a given change in the mean pass rate.
 
 The design is the one `compare` analyses: both agents run the same m tasks, n trials each,
-and the per-task paired difference of pass rates is tested. That difference has variance
+and the per-task paired differences d of pass rates go through the sign-flip test. Their
+variance is
 
     sigma^2(n) = task_sd^2 + (E[p(1-p)] + E[q(1-q)]) / n,     q = p + diff,
 
-(`task_sd`: how much the true change varies between tasks), so the normal approximation of
-the paired test needs m = (z_{1-alpha/2} + z_power)^2 sigma^2 / diff^2 + z_{1-alpha/2}^2 / 2
-tasks (the last term is Guenther's small-sample correction). E[p(1-p)] comes from a pilot
+(`task_sd`: how much the true change varies between tasks). The sign-flip test scales its
+null by sum(d^2), which under the alternative estimates sigma^2 + diff^2, not sigma^2; so
+it needs more tasks than a t-test when the change is large against the noise:
+
+    m = (z_{1-alpha/2} sqrt(sigma^2 + diff^2) + z_power sigma)^2 / diff^2 + z_{1-alpha/2}^2 / 2
+
+(the last term is Guenther's small-sample correction; the whole is checked against
+simulations of `compare` in tests/unit/test_power.py). E[p(1-p)] comes from a pilot
 (unbiased per task: c(n-c) / (n(n-1))), or from a single mean rate p as p(1-p), which
 assumes every task passes at the same rate and so is the most conservative choice.
 More trials only shrink the within-task term: past some n, only more tasks help.
@@ -126,6 +132,7 @@ def power(
     rows = []
     for n in counts:
         variance = task_sd**2 + (within + shifted) / n
-        tasks = (z_alpha + z_power) ** 2 * variance / diff**2 + z_alpha**2 / 2.0
+        spread = z_alpha * math.sqrt(variance + diff**2) + z_power * math.sqrt(variance)
+        tasks = spread**2 / diff**2 + z_alpha**2 / 2.0
         rows.append(PowerRow(n, max(_min_tasks(alpha), math.ceil(tasks))))
     return PowerPlan(diff, alpha, target_power, mean, within, task_sd, rows)
