@@ -38,7 +38,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -167,63 +167,73 @@ def condition_true(obj: dict[str, Any] | None, kind: str) -> bool:
 # ------------------------------------------------------------------------ audit log
 
 
-class AuditLog:
-    """Counts write requests in the API server's audit log (JSON lines), by user.
+class AuditWindow:
+    """Counts one user's write requests in one namespace, from the API server's audit log.
 
-    A request is one event at stage ResponseComplete (audit IDs deduplicated). Counting
-    starts at a byte offset taken with `mark()`, so only the measured window is read.
+    The log is JSON lines (hack/cluster/audit-policy.yaml logs every write at Metadata
+    level); a request is one event at stage ResponseComplete, audit IDs deduplicated.
+    Counting starts where the log ends when the window opens and reads on incrementally,
+    following the file across a rotation (the rotated file keeps its inode).
     """
 
-    def __init__(self, path: Path) -> None:
-        self.path = path
+    def __init__(self, path: Path, *, user: str, namespace: str) -> None:
+        if not path.exists():
+            raise BenchError(f"no audit log at {path} (hack/cluster/up.sh writes it)")
+        self.path, self.user, self.namespace = path, user, namespace
+        st = path.stat()
+        self._inode, self._offset = st.st_ino, st.st_size
+        self.counts: Counter[str] = Counter()
+        self._seen: set[str] = set()
 
-    def mark(self) -> int:
-        return self.path.stat().st_size if self.path.exists() else 0
+    def poll(self) -> int:
+        """Read what was logged since the last poll; the total count so far."""
+        if self.path.stat().st_ino != self._inode:
+            rotated = [p for p in self.path.parent.glob("*") if p.stat().st_ino == self._inode]
+            if rotated:
+                self._read(rotated[0])
+            self._inode, self._offset = self.path.stat().st_ino, 0
+        self._read(self.path)
+        return sum(self.counts.values())
 
-    def writes(self, start: int, *, user: str, namespace: str) -> Counter[str]:
-        """Write requests by `user` on objects in `namespace` since `start`, by verb/resource."""
-        counts: Counter[str] = Counter()
-        seen: set[str] = set()
-        for event in self._events(start):
-            if event.get("stage") != "ResponseComplete" or event.get("verb") not in WRITE_VERBS:
-                continue
-            if (event.get("user") or {}).get("username") != user:
-                continue
-            ref = event.get("objectRef") or {}
-            if ref.get("namespace") != namespace:
-                continue
-            audit_id = event.get("auditID", "")
-            if audit_id in seen:
-                continue
-            seen.add(audit_id)
-            resource = ref.get("resource", "?")
-            if ref.get("subresource"):
-                resource += "/" + ref["subresource"]
-            counts[f"{event['verb']} {resource}"] += 1
-        return counts
-
-    def _events(self, start: int) -> Iterator[dict[str, Any]]:
-        if not self.path.exists():
-            raise BenchError(f"no audit log at {self.path} (hack/cluster/up.sh writes it)")
-        with self.path.open("rb") as f:
-            if f.seek(0, os.SEEK_END) < start:
-                start = 0  # NB: rotated under us; the fresh file is all new
-            f.seek(start)
+    def _read(self, path: Path) -> None:
+        with path.open("rb") as f:
+            f.seek(self._offset)
             for line in f:
+                if not line.endswith(b"\n"):
+                    break  # NB: a line still being written; read it next time
+                self._offset += len(line)
                 with contextlib.suppress(ValueError):
-                    yield json.loads(line)
+                    self._count(json.loads(line))
 
-    def wait_quiet(self, start: int, *, user: str, namespace: str, quiet_s: float = 3.0) -> None:
-        """Wait until `user` has issued no new write in `namespace` for `quiet_s` seconds."""
-        last, since = -1, time.monotonic()
-        deadline = since + 120
+    def _count(self, event: dict[str, Any]) -> None:
+        if event.get("stage") != "ResponseComplete" or event.get("verb") not in WRITE_VERBS:
+            return
+        if (event.get("user") or {}).get("username") != self.user:
+            return
+        ref = event.get("objectRef") or {}
+        if ref.get("namespace") != self.namespace:
+            return
+        audit_id = event.get("auditID", "")
+        if audit_id in self._seen:
+            return
+        self._seen.add(audit_id)
+        resource = ref.get("resource", "?")
+        if ref.get("subresource"):
+            resource += "/" + ref["subresource"]
+        self.counts[f"{event['verb']} {resource}"] += 1
+
+    def wait_quiet(self, quiet_s: float = 3.0, timeout: float = 120) -> Counter[str]:
+        """Wait until no new write has been logged for `quiet_s` seconds; the counts."""
+        last, since = self.poll(), time.monotonic()
+        deadline = since + timeout
         while time.monotonic() < deadline:
-            total = sum(self.writes(start, user=user, namespace=namespace).values())
+            time.sleep(0.5)
+            total = self.poll()
             if total != last:
                 last, since = total, time.monotonic()
             elif time.monotonic() - since >= quiet_s:
-                return
-            time.sleep(0.5)
+                break
+        return Counter(self.counts)
 
 
 # ----------------------------------------------------------------- the operator process
@@ -452,7 +462,7 @@ class SideResult:
 
 
 def run_job(
-    kube: Kube, audit: AuditLog, box: Sandbox, *, trials: int, parallelism: int, duration_s: float
+    kube: Kube, audit: Path, box: Sandbox, *, trials: int, parallelism: int, duration_s: float
 ) -> SideResult:
     """N completions of an Indexed Job at `parallelism`; create to Complete."""
     ns = box.namespace
@@ -469,7 +479,7 @@ def run_job(
         },
     }
     path = f"/apis/batch/v1/namespaces/{ns}/jobs/bench"
-    mark = audit.mark()
+    window = AuditWindow(audit, user=JOB_CONTROLLER_USER, namespace=ns)
     start = time.monotonic()
     kube.create(f"/apis/batch/v1/namespaces/{ns}/jobs", body)
 
@@ -486,13 +496,12 @@ def run_job(
     succeeded = int((job.get("status") or {}).get("succeeded") or 0)
     if succeeded != trials:
         raise BenchError(f"the Job completed with {succeeded} of {trials} succeeded")
-    audit.wait_quiet(mark, user=JOB_CONTROLLER_USER, namespace=ns)
-    writes = audit.writes(mark, user=JOB_CONTROLLER_USER, namespace=ns)
+    writes = window.wait_quiet()
     return SideResult(end - start, writes, trials, extra={"succeeded": succeeded})
 
 
 def run_operator(
-    kube: Kube, audit: AuditLog, box: Sandbox, *, trials: int, parallelism: int, duration_s: float
+    kube: Kube, audit: Path, box: Sandbox, *, trials: int, parallelism: int, duration_s: float
 ) -> SideResult:
     """An eval of trials/10 tasks x 10 trials through a fresh operator; create to Complete."""
     ns = box.namespace
@@ -505,9 +514,9 @@ def run_operator(
     kube.delete(f"{evals}/warmup")
     wait_for("the warm-up eval to go", lambda: kube.get(f"{evals}/warmup") is None, timeout=120)
     user = f"system:serviceaccount:{ns}:{OPERATOR_SA}"
-    audit.wait_quiet(audit.mark(), user=user, namespace=ns, quiet_s=2)
+    AuditWindow(audit, user=user, namespace=ns).wait_quiet(quiet_s=2)
 
-    mark, cpu0 = audit.mark(), operator.cpu_seconds()
+    window, cpu0 = AuditWindow(audit, user=user, namespace=ns), operator.cpu_seconds()
     start = time.monotonic()
     kube.create(
         evals,
@@ -532,10 +541,10 @@ def run_operator(
         timeout=120,
         interval=1,
     )
-    audit.wait_quiet(mark, user=user, namespace=ns)
+    writes = window.wait_quiet()
     return SideResult(
         end - start,
-        audit.writes(mark, user=user, namespace=ns),
+        writes,
         trials,
         rss_mib=operator.peak_rss_mib(),
         cpu_seconds=operator.cpu_seconds() - cpu0,
@@ -678,7 +687,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def one_run(
-    kube: Kube, audit: AuditLog, workdir: Path, args: argparse.Namespace, i: int
+    kube: Kube, audit: Path, workdir: Path, args: argparse.Namespace, i: int
 ) -> dict[str, Any]:
     """Both sides once (the Job first on odd runs), each in a fresh namespace."""
     sides: dict[str, SideResult] = {}
@@ -747,7 +756,10 @@ def print_table(runs: list[dict[str, Any]], result: dict[str, Any]) -> None:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     kube = Kube(args.kubeconfig)
-    audit = AuditLog(args.audit_log)
+    audit = args.audit_log
+    if not audit.exists():
+        print(f"bench: no audit log at {audit} (hack/cluster/up.sh writes it)", file=sys.stderr)
+        return 1
     for ns in leftover_namespaces(kube):
         log(f"removing {ns}, left by an earlier run")
         Sandbox(kube, ns, Path(tempfile.gettempdir())).teardown()
