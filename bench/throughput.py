@@ -66,6 +66,9 @@ DURATION_ANNOTATION = "passhat.dev/fake-duration"
 TRIAL_IMAGE = "localhost/passhat/busybox:test"
 
 TASK_TRIALS = 10  # the operator side runs N/10 tasks x 10 trials
+OPERATOR_CMD = (sys.executable, "-c", "import sys; from passhat.cli import main; sys.exit(main())")
+CRD_NAME = "consistencyevals.passhat.dev"
+CRD_FILE = REPO / "crds" / f"{CRD_NAME}.yaml"
 
 
 def log(message: str) -> None:
@@ -244,7 +247,10 @@ class OperatorProcess:
 
     def __init__(self, *, namespace: str, kubeconfig: Path, log_path: Path) -> None:
         env = {**os.environ, "KUBECONFIG": str(kubeconfig), "PYTHONUNBUFFERED": "1"}
-        cmd = [sys.executable, "-m", "passhat.cli", "operator", "--namespace", namespace]
+        cmd = [
+            *OPERATOR_CMD,
+            *("operator", "--namespace", namespace, "--metrics-port", "0"),
+        ]
         self.log_path = log_path
         self._log = log_path.open("wb")
         self.proc = subprocess.Popen(
@@ -394,6 +400,19 @@ def strip_finalizers(kube: Kube, ns: str) -> None:
             for obj in list_items(kube, path):
                 if obj["metadata"].get("finalizers"):
                     kube.merge_patch(f"{path}/{name_of(obj)}", {"metadata": {"finalizers": None}})
+
+
+def ensure_crd(kube: Kube) -> None:
+    """Install the ConsistencyEval CRD from `crds/` unless the cluster has it already."""
+    path = f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{CRD_NAME}"
+    if kube.get(path) is None:
+        log(f"installing the CRD from {CRD_FILE.relative_to(REPO)}")
+        kube.create(path.rsplit("/", 1)[0], yaml.safe_load(CRD_FILE.read_text()))
+    wait_for(
+        "the CRD to be established",
+        lambda: condition_true(kube.get(path), "Established"),
+        timeout=60,
+    )
 
 
 def leftover_namespaces(kube: Kube) -> list[str]:
@@ -753,54 +772,51 @@ def print_table(runs: list[dict[str, Any]], result: dict[str, Any]) -> None:
     )
 
 
+def measure(kube: Kube, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
+    """The benchmark proper: the side-by-side runs (median), or the scale run."""
+    if args.scale:
+        pods = args.scale_tasks * TASK_TRIALS
+        result = {"trials": pods, "parallelism": pods}
+        return result | run_scale(
+            kube, workdir, tasks=args.scale_tasks, parallelism=pods, timeout=3600
+        )
+    runs = [one_run(kube, args.audit_log, workdir, args, i) for i in range(args.runs)]
+    result = {"trials": args.trials, "parallelism": args.parallelism}
+    for key in (
+        "operator_seconds",
+        "job_seconds",
+        "operator_api_writes_per_trial",
+        "job_api_writes_per_trial",
+        "operator_rss_mib",
+        "operator_cpu_seconds",
+    ):
+        result[key] = round(median_of(runs, key), 3)
+    result["throughput_ratio"] = round(result["job_seconds"] / result["operator_seconds"], 3)
+    result["runs"] = args.runs
+    result["duration_s"] = args.duration_s
+    result["operator_status_bytes"] = runs[-1]["operator_status_bytes"]
+    result["operator_writes_last_run"] = runs[-1]["operator_writes"]
+    result["job_writes_last_run"] = runs[-1]["job_writes"]
+    print_table(runs, result)
+    return result
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    kube = Kube(args.kubeconfig)
-    audit = args.audit_log
-    if not audit.exists():
-        print(f"bench: no audit log at {audit} (hack/cluster/up.sh writes it)", file=sys.stderr)
+    try:
+        if not args.audit_log.exists():
+            raise BenchError(f"no audit log at {args.audit_log} (hack/cluster/up.sh writes it)")
+        kube = Kube(args.kubeconfig)
+        for ns in leftover_namespaces(kube):
+            log(f"removing {ns}, left by an earlier run")
+            Sandbox(kube, ns, Path(tempfile.gettempdir())).teardown()
+        machine = machine_info(kube)
+        ensure_crd(kube)
+        with tempfile.TemporaryDirectory(prefix="passhat-bench-") as tmp:
+            result = measure(kube, args, Path(tmp))
+    except BenchError as exc:
+        print(f"bench: {exc}", file=sys.stderr)
         return 1
-    for ns in leftover_namespaces(kube):
-        log(f"removing {ns}, left by an earlier run")
-        Sandbox(kube, ns, Path(tempfile.gettempdir())).teardown()
-    machine = machine_info(kube)
-    result: dict[str, Any] = {"trials": args.trials, "parallelism": args.parallelism}
-    with tempfile.TemporaryDirectory(prefix="passhat-bench-") as tmp:
-        workdir = Path(tmp)
-        try:
-            if args.scale:
-                pods = args.scale_tasks * TASK_TRIALS
-                result = {"trials": pods, "parallelism": pods}
-                result |= run_scale(
-                    kube,
-                    workdir,
-                    tasks=args.scale_tasks,
-                    parallelism=pods,
-                    timeout=3600,
-                )
-            else:
-                runs = [one_run(kube, audit, workdir, args, i) for i in range(args.runs)]
-                for key in (
-                    "operator_seconds",
-                    "job_seconds",
-                    "operator_api_writes_per_trial",
-                    "job_api_writes_per_trial",
-                    "operator_rss_mib",
-                    "operator_cpu_seconds",
-                ):
-                    result[key] = round(median_of(runs, key), 3)
-                result["throughput_ratio"] = round(
-                    result["job_seconds"] / result["operator_seconds"], 3
-                )
-                result["runs"] = args.runs
-                result["duration_s"] = args.duration_s
-                result["operator_status_bytes"] = runs[-1]["operator_status_bytes"]
-                result["operator_writes_last_run"] = runs[-1]["operator_writes"]
-                result["job_writes_last_run"] = runs[-1]["job_writes"]
-                print_table(runs, result)
-        except BenchError as exc:
-            print(f"bench: {exc}", file=sys.stderr)
-            return 1
     machine["load_avg_1m_end"] = os.getloadavg()[0]
     result["machine"] = machine
     print(json.dumps(result, sort_keys=True))
