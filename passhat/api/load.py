@@ -9,6 +9,7 @@ API server (the operator passes it in) or from files next to the eval (locally).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path as FilePath
 from typing import Any
@@ -35,6 +36,8 @@ __all__ = [
     "read_local_config_maps",
     "resolve_tasks",
 ]
+
+_FAST_LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 # Trial slots (tasks x trials) one eval may have; keeps status.ledger small.
 MAX_SLOTS = 200_000
@@ -139,7 +142,13 @@ def resolve_tasks(
 
 def _tasks_in(text: str, *, where: str) -> list[Task]:
     try:
-        items = yaml.safe_load(text)
+        # NB: JSON first: large suites are usually JSON, and PyYAML is slow on them.
+        items = json.loads(text)
+    except ValueError:
+        items = None
+    try:
+        if items is None:
+            items = yaml.load(text, Loader=_FAST_LOADER)
     except yaml.YAMLError as err:
         raise SpecError(f"{where}: invalid YAML/JSON: {_yaml_problem(err)}") from None
     if not isinstance(items, list):

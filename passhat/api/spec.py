@@ -496,7 +496,7 @@ def _reason(item: Mapping[str, Any]) -> str:
     message = str(item["msg"])
     for prefix in ("Value error, ", "Assertion failed, "):
         message = message.removeprefix(prefix)
-    message = message.replace("Input should be", "should be")
+    message = message.replace("Input should be", "should be").replace(" after validation", "")
     message = message.replace("String should", "should").replace("List should", "should")
     if isinstance(value, str | int | float) and not isinstance(value, bool):
         message += f" (got {value!r})"
