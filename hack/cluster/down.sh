@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Stops the test cluster and removes its state (etcd data, containers, kubelet dirs,
+# certificates, logs are kept in .cluster/logs only with KEEP_LOGS=1). The build cache
+# (${PASSHAT_CACHE_DIR:-/var/cache/passhat}) is kept.
+set -uo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+[[ $(id -u) == 0 ]] || die "down.sh needs root"
+
+stop_component kwok 10
+stop_component kubelet 20
+# Kill every pod sandbox/container the kubelet left behind, then containerd itself.
+if [[ -S "$CONTAINERD_SOCK" ]]; then
+  for t in $(ctr --address "$CONTAINERD_SOCK" -n k8s.io tasks ls -q 2>/dev/null); do
+    ctr --address "$CONTAINERD_SOCK" -n k8s.io tasks kill -s SIGKILL "$t" >/dev/null 2>&1 || true
+  done
+  sleep 1
+  for t in $(ctr --address "$CONTAINERD_SOCK" -n k8s.io tasks ls -q 2>/dev/null); do
+    ctr --address "$CONTAINERD_SOCK" -n k8s.io tasks delete -f "$t" >/dev/null 2>&1 || true
+  done
+fi
+stop_component containerd 20
+for c in kube-scheduler kube-controller-manager kube-apiserver etcd; do stop_component "$c" 20; done
+
+# Unmount whatever the kubelet and containerd mounted under our state, deepest first.
+if [[ -d "$STATE" || -d "$RUNTIME" ]]; then
+  awk -v s="$STATE" -v r="$RUNTIME" '$2 ~ "^"s || $2 ~ "^"r {print $2}' /proc/mounts | sort -r |
+    while read -r m; do umount -l "$m" 2>/dev/null || true; done
+fi
+ip link delete passhat0 2>/dev/null || true
+iptables -t nat -S 2>/dev/null | grep -- "-d $SERVICE_IP/32" | sed 's/^-A/-D/' |
+  while read -r rule; do eval "iptables -t nat $rule" 2>/dev/null || true; done
+rm -rf "$STATE" "$RUNTIME" "$RUN" "$PKI" "$ETC" "$KUBECONFIG_ADMIN"
+[[ "${KEEP_LOGS:-0}" == 1 ]] || rm -rf "$LOGS"
+log "cluster stopped and its state removed"

@@ -1,0 +1,3 @@
+module passhat.local/pause
+
+go 1.21

@@ -1,0 +1,342 @@
+#!/usr/bin/env bash
+# Brings up the single-machine test cluster: etcd, kube-apiserver, controller-manager,
+# scheduler, one real node (kubelet + containerd) and kwok fake nodes. Builds what is
+# missing into ${PASSHAT_CACHE_DIR:-/var/cache/passhat}; reuses a healthy running cluster
+# in seconds and restarts dead components. Needs root. See docs/cluster.md.
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+[[ $(id -u) == 0 ]] || die "up.sh needs root (it runs containerd and a kubelet)"
+mkdir -p "$LOGS" "$RUN" "$ETC" "$BIN"
+exec 9>"$CLUSTER_DIR/up.lock"
+flock 9 # one up.sh at a time (several test sessions may call it at once)
+exec 2> >(tee -a "$LOGS/up.log" >&2)
+T0=$SECONDS
+NODE_IP=$(node_ip)
+
+# ------------------------------------------------------------------ prerequisites
+
+ensure_packages() {
+  local need=() pkgs=(containerd:containerd runc:runc /usr/lib/cni/bridge:containernetworking-plugins
+    prometheus:prometheus promtool:prometheus /bin/busybox:busybox-static openssl:openssl
+    iptables:iptables conntrack:conntrack curl:curl)
+  local p
+  for p in "${pkgs[@]}"; do
+    local what=${p%%:*} pkg=${p##*:}
+    if [[ $what == /* ]]; then [[ -e $what ]] || need+=("$pkg"); else command -v "$what" >/dev/null || need+=("$pkg"); fi
+  done
+  ((${#need[@]})) || return 0
+  mapfile -t need < <(printf '%s\n' "${need[@]}" | sort -u)
+  log "installing Debian packages: ${need[*]}"
+  local start=$SECONDS
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get install -y --no-install-recommends "${need[@]}" >>"$LOGS/apt.log" 2>&1 ||
+    { apt-get update >>"$LOGS/apt.log" 2>&1 && apt-get install -y --no-install-recommends "${need[@]}" >>"$LOGS/apt.log" 2>&1; } ||
+    { tail -20 "$LOGS/apt.log" >&2; die "apt-get install ${need[*]} failed (log: $LOGS/apt.log)"; }
+  log "packages installed in $((SECONDS - start))s"
+}
+
+build_all() {
+  "$HERE/build.sh" all 2>&1 | tee -a "$LOGS/build.log" >&2 || die "build failed (log: $LOGS/build.log)"
+  if [[ ! -x "$PAUSE_BIN/pause" ]]; then
+    mkdir -p "$PAUSE_BIN"
+    (cd "$HERE/pause" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$PAUSE_BIN/pause" .) ||
+      die "building the pause binary failed"
+  fi
+  local b
+  for b in "$KUBE_BIN"/* "$ETCD_BIN/etcd" "$KWOK_BIN/kwok" "$HELM_BIN/helm"; do ln -sfn "$b" "$BIN/$(basename "$b")"; done
+  ln -sfn /usr/bin/promtool "$BIN/promtool"
+}
+
+# ------------------------------------------------------------------ control plane
+
+start_etcd() {
+  pid_alive etcd && return
+  mkdir -p "$STATE/etcd"
+  start_component etcd "$BIN/etcd" --name passhat --data-dir "$STATE/etcd" \
+    --listen-client-urls http://127.0.0.1:2379 --advertise-client-urls http://127.0.0.1:2379 \
+    --listen-peer-urls http://127.0.0.1:2380 --initial-advertise-peer-urls http://127.0.0.1:2380 \
+    --initial-cluster passhat=http://127.0.0.1:2380 --listen-metrics-urls http://127.0.0.1:2381 \
+    --quota-backend-bytes 8589934592 --snapshot-count 10000 --log-level warn
+  wait_until "etcd" 60 "$LOGS/etcd.log" curl -sf http://127.0.0.1:2381/health
+}
+
+start_apiserver() {
+  pid_alive kube-apiserver && return
+  start_component kube-apiserver "$BIN/kube-apiserver" \
+    --etcd-servers http://127.0.0.1:2379 \
+    --bind-address 0.0.0.0 --secure-port "$API_PORT" --advertise-address "$NODE_IP" \
+    --tls-cert-file "$PKI/apiserver.crt" --tls-private-key-file "$PKI/apiserver.key" \
+    --client-ca-file "$PKI/ca.crt" \
+    --kubelet-client-certificate "$PKI/apiserver-kubelet-client.crt" \
+    --kubelet-client-key "$PKI/apiserver-kubelet-client.key" \
+    --kubelet-certificate-authority "$PKI/ca.crt" \
+    --kubelet-preferred-address-types InternalIP,Hostname \
+    --service-account-issuer https://kubernetes.default.svc.cluster.local \
+    --service-account-key-file "$PKI/sa.pub" --service-account-signing-key-file "$PKI/sa.key" \
+    --service-cluster-ip-range "$SERVICE_CIDR" \
+    --authorization-mode Node,RBAC --enable-admission-plugins NodeRestriction \
+    --allow-privileged=true \
+    --audit-policy-file "$HERE/audit-policy.yaml" --audit-log-path "$LOGS/audit.log" \
+    --audit-log-maxsize 500 --audit-log-maxbackup 2 \
+    --max-requests-inflight 800 --max-mutating-requests-inflight 400 \
+    --profiling=false --v 1
+  wait_until "kube-apiserver /readyz" 180 "$LOGS/kube-apiserver.log" api_healthy
+}
+
+start_controller_manager() {
+  pid_alive kube-controller-manager && return
+  write_kubeconfig "$ETC/controller-manager.kubeconfig" controller-manager
+  start_component kube-controller-manager "$BIN/kube-controller-manager" \
+    --kubeconfig "$ETC/controller-manager.kubeconfig" \
+    --authentication-kubeconfig "$ETC/controller-manager.kubeconfig" \
+    --authorization-kubeconfig "$ETC/controller-manager.kubeconfig" \
+    --bind-address 127.0.0.1 --leader-elect=false --use-service-account-credentials \
+    --service-account-private-key-file "$PKI/sa.key" --root-ca-file "$PKI/ca.crt" \
+    --cluster-signing-cert-file "$PKI/ca.crt" --cluster-signing-key-file "$PKI/ca.key" \
+    --service-cluster-ip-range "$SERVICE_CIDR" \
+    --kube-api-qps 200 --kube-api-burst 400 --concurrent-gc-syncs 20 \
+    --profiling=false --v 1
+}
+
+start_scheduler() {
+  pid_alive kube-scheduler && return
+  write_kubeconfig "$ETC/scheduler.kubeconfig" scheduler
+  cat >"$ETC/scheduler.yaml" <<YAML
+apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+clientConnection:
+  kubeconfig: $ETC/scheduler.kubeconfig
+  qps: 200
+  burst: 400
+leaderElection:
+  leaderElect: false
+YAML
+  start_component kube-scheduler "$BIN/kube-scheduler" --config "$ETC/scheduler.yaml" \
+    --authentication-kubeconfig "$ETC/scheduler.kubeconfig" \
+    --authorization-kubeconfig "$ETC/scheduler.kubeconfig" \
+    --bind-address 127.0.0.1 --profiling=false --v 1
+}
+
+# ------------------------------------------------------------------ real node
+
+write_containerd_config() {
+  mkdir -p "$ETC/containerd/certs.d" "$STATE/cni/net.d" "$STATE/cni/ipam"
+  local reg
+  # NB: containerd 1.6 has no _default fallback: one hosts.toml per registry name, each
+  # with a [host] table pointing at a closed loopback port, so any pull fails at once.
+  for reg in docker.io registry-1.docker.io registry.k8s.io k8s.gcr.io gcr.io ghcr.io quay.io \
+    public.ecr.aws mcr.microsoft.com nvcr.io localhost; do
+    mkdir -p "$ETC/containerd/certs.d/$reg"
+    cat >"$ETC/containerd/certs.d/$reg/hosts.toml" <<TOML
+server = "http://127.0.0.1:1"
+[host."http://127.0.0.1:1"]
+  capabilities = ["pull", "resolve"]
+TOML
+  done
+  cat >"$ETC/containerd/config.toml" <<TOML
+version = 2
+root = "$STATE/containerd"
+state = "$RUNTIME/containerd"
+[grpc]
+  address = "$CONTAINERD_SOCK"
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = "$PAUSE_IMAGE"
+  restrict_oom_score_adj = true
+  disable_apparmor = true
+  [plugins."io.containerd.grpc.v1.cri".containerd]
+    snapshotter = "overlayfs"
+    default_runtime_name = "runc"
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+        SystemdCgroup = false
+  [plugins."io.containerd.grpc.v1.cri".cni]
+    bin_dir = "/usr/lib/cni"
+    conf_dir = "$STATE/cni/net.d"
+  [plugins."io.containerd.grpc.v1.cri".registry]
+    config_path = "$ETC/containerd/certs.d"
+TOML
+  cat >"$STATE/cni/net.d/10-passhat.conflist" <<JSON
+{
+  "cniVersion": "1.0.0",
+  "name": "passhat",
+  "plugins": [
+    {"type": "bridge", "bridge": "passhat0", "isGateway": true, "ipMasq": false, "hairpinMode": true,
+     "ipam": {"type": "host-local", "ranges": [[{"subnet": "$POD_CIDR"}]],
+              "routes": [{"dst": "0.0.0.0/0"}], "dataDir": "$STATE/cni/ipam"}},
+    {"type": "portmap", "capabilities": {"portMappings": true}}
+  ]
+}
+JSON
+}
+
+ctr_() { ctr --address "$CONTAINERD_SOCK" -n k8s.io "$@"; }
+
+start_containerd() {
+  if ! pid_alive containerd; then
+    write_containerd_config
+    start_component containerd containerd --config "$ETC/containerd/config.toml"
+  fi
+  wait_until "containerd socket" 60 "$LOGS/containerd.log" ctr_ version
+}
+
+import_images() {
+  local images
+  images=$(ctr_ images ls -q 2>/dev/null || true)
+  if ! grep -qx "$PAUSE_IMAGE" <<<"$images"; then
+    python3 "$HERE/oci_image.py" --name "$PAUSE_IMAGE" --out "$STATE/pause.tar" \
+      --file "$PAUSE_BIN/pause:/pause" --entrypoint /pause
+    ctr_ images import --platform linux/amd64 "$STATE/pause.tar" >/dev/null || die "importing $PAUSE_IMAGE failed"
+    log "imported $PAUSE_IMAGE"
+  fi
+  if ! grep -qx "$BUSYBOX_IMAGE" <<<"$images"; then
+    python3 "$HERE/oci_image.py" --name "$BUSYBOX_IMAGE" --out "$STATE/busybox.tar" --busybox /bin/busybox
+    ctr_ images import --platform linux/amd64 "$STATE/busybox.tar" >/dev/null || die "importing $BUSYBOX_IMAGE failed"
+    log "imported $BUSYBOX_IMAGE"
+  fi
+}
+
+# Without kube-proxy, pods reach the API server's service IP through one DNAT rule.
+service_ip_rule() {
+  local rule=(-d "$SERVICE_IP/32" -p tcp --dport 443 -j DNAT --to-destination "$NODE_IP:$API_PORT")
+  local chain
+  for chain in PREROUTING OUTPUT; do
+    iptables -t nat -C "$chain" "${rule[@]}" 2>/dev/null || iptables -t nat -A "$chain" "${rule[@]}" 2>/dev/null ||
+      log "WARNING: could not add the $SERVICE_IP DNAT rule ($chain): pods cannot use the kubernetes service"
+  done
+}
+
+start_kubelet() {
+  pid_alive kubelet && return
+  mkdir -p "$STATE/kubelet"
+  write_kubeconfig "$ETC/kubelet.kubeconfig" kubelet
+  local resolv=/etc/resolv.conf
+  [[ -f $resolv ]] || resolv=""
+  cat >"$ETC/kubelet.yaml" <<YAML
+apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+authentication:
+  anonymous: {enabled: false}
+  webhook: {enabled: true}
+  x509: {clientCAFile: "$PKI/ca.crt"}
+authorization: {mode: Webhook}
+tlsCertFile: "$PKI/kubelet-serving.crt"
+tlsPrivateKeyFile: "$PKI/kubelet-serving.key"
+containerRuntimeEndpoint: "unix://$CONTAINERD_SOCK"
+cgroupDriver: cgroupfs
+cgroupsPerQOS: true
+failSwapOn: false
+oomScoreAdj: 0
+readOnlyPort: 0
+healthzBindAddress: 127.0.0.1
+healthzPort: 10248
+resolvConf: "$resolv"
+imageGCHighThresholdPercent: 100
+imageGCLowThresholdPercent: 99
+evictionHard: {memory.available: "100Mi", nodefs.available: "1%", imagefs.available: "1%", nodefs.inodesFree: "1%"}
+evictionPressureTransitionPeriod: 10s
+serializeImagePulls: false
+maxPods: 110
+podPidsLimit: 4096
+registerNode: true
+rotateCertificates: false
+serverTLSBootstrap: false
+shutdownGracePeriod: 0s
+YAML
+  start_component kubelet "$BIN/kubelet" --config "$ETC/kubelet.yaml" \
+    --kubeconfig "$ETC/kubelet.kubeconfig" --root-dir "$STATE/kubelet" \
+    --hostname-override "$NODE_NAME" --node-ip "$NODE_IP" --node-labels type=real \
+    --v 1
+}
+
+# ------------------------------------------------------------------ kwok fake nodes
+
+start_kwok() {
+  if ! pid_alive kwok; then
+    write_kubeconfig "$ETC/kwok.kubeconfig" kwok
+    {
+      cat <<YAML
+apiVersion: config.kwok.x-k8s.io/v1alpha1
+kind: KwokConfiguration
+options:
+  manageAllNodes: false
+  manageNodesWithAnnotationSelector: kwok.x-k8s.io/node=fake
+  cidr: $KWOK_CIDR
+  nodeIP: 10.201.0.1
+  nodeLeaseDurationSeconds: 40
+  podPlayStageParallelism: 8
+  nodePlayStageParallelism: 2
+---
+YAML
+      cat "$HERE/kwok/stages.yaml"
+    } >"$ETC/kwok.yaml"
+    start_component kwok "$BIN/kwok" --kubeconfig "$ETC/kwok.kubeconfig" --config "$ETC/kwok.yaml"
+  fi
+  local i
+  for ((i = 0; i < KWOK_NODES; i++)); do
+    kc get node "kwok-node-$i" >/dev/null 2>&1 || kwok_node "kwok-node-$i" | kc apply -f - >/dev/null
+  done
+}
+
+kwok_node() { # NAME: the manifest of one fake node
+  cat <<YAML
+apiVersion: v1
+kind: Node
+metadata:
+  name: $1
+  annotations:
+    kwok.x-k8s.io/node: fake
+    node.alpha.kubernetes.io/ttl: "0"
+  labels:
+    type: kwok
+    kubernetes.io/hostname: $1
+    kubernetes.io/os: linux
+    kubernetes.io/arch: amd64
+spec:
+  taints:
+  - {key: kwok.x-k8s.io/node, value: fake, effect: NoSchedule}
+status:
+  allocatable: {cpu: "1000", memory: 4Ti, pods: "11000"}
+  capacity: {cpu: "1000", memory: 4Ti, pods: "11000"}
+YAML
+}
+
+# ------------------------------------------------------------------ checks
+
+node_ready() { [[ $(kc get node "$1" -o 'jsonpath={.status.conditions[?(@.type=="Ready")].status}' 2>/dev/null) == True ]]; }
+all_nodes_ready() {
+  node_ready "$NODE_NAME" || return 1
+  local i
+  for ((i = 0; i < KWOK_NODES; i++)); do node_ready "kwok-node-$i" || return 1; done
+}
+all_alive() {
+  local c
+  for c in etcd kube-apiserver kube-controller-manager kube-scheduler containerd kubelet kwok; do pid_alive "$c" || return 1; done
+}
+
+main() {
+  if [[ -f "$KUBECONFIG_ADMIN" ]] && all_alive && api_healthy && all_nodes_ready; then
+    log "cluster already up and healthy (reused in $((SECONDS - T0))s)"
+    return 0
+  fi
+  log "bringing the cluster up (node ip $NODE_IP, state $STATE)"
+  ensure_packages
+  build_all
+  make_certs "$NODE_IP"
+  write_kubeconfig "$KUBECONFIG_ADMIN" admin
+  start_etcd
+  start_apiserver
+  start_controller_manager
+  start_scheduler
+  start_containerd
+  import_images
+  service_ip_rule
+  start_kubelet
+  start_kwok
+  wait_until "node $NODE_NAME Ready" 180 "$LOGS/kubelet.log" node_ready "$NODE_NAME"
+  wait_until "kwok nodes Ready" 120 "$LOGS/kwok.log" all_nodes_ready
+  wait_until "default service account" 120 "$LOGS/kube-controller-manager.log" kc get serviceaccount default -n default
+  all_alive || die "a component died during start-up; see $LOGS/"
+  log "cluster up in $((SECONDS - T0))s: export KUBECONFIG=$KUBECONFIG_ADMIN PATH=$BIN:\$PATH"
+}
+main "$@"

@@ -1,0 +1,260 @@
+"""Fixtures for the cluster tier: the real test cluster, clients, and a namespace per test.
+
+Every test under tests/cluster needs the single-machine cluster of hack/cluster/up.sh.
+The session fixture runs up.sh (idempotent: seconds when the cluster is already up) and
+fails the run when it cannot start: a cluster test is never skipped. Each test gets its
+own namespace, deleted afterwards with any pod finalizers stripped so kwok and the
+kubelet can let the pods go.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+import yaml
+from kubernetes import client, config
+from kubernetes.client.rest import ApiException
+
+REPO = Path(__file__).resolve().parents[2]
+CLUSTER_DIR = REPO / ".cluster"
+KUBECONFIG = CLUSTER_DIR / "kubeconfig"
+BIN = CLUSTER_DIR / "bin"
+UP_TIMEOUT_S = float(os.environ.get("PASSHAT_UP_TIMEOUT", "3600"))
+
+BUSYBOX = "localhost/passhat/busybox:test"
+REAL_NODE = "passhat-node"
+KWOK_TOLERATION = {"key": "kwok.x-k8s.io/node", "operator": "Exists", "effect": "NoSchedule"}
+
+T = TypeVar("T")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark every test in tests/cluster with `cluster`."""
+    here = Path(__file__).parent
+    for item in items:
+        if here in Path(str(item.fspath)).parents:
+            item.add_marker(pytest.mark.cluster)
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """Where the running cluster's kubeconfig, tools and logs are."""
+
+    root: Path
+    kubeconfig: Path
+    bin: Path
+    logs: Path
+
+    def env(self) -> dict[str, str]:
+        """Environment for subprocesses: KUBECONFIG set, .cluster/bin first on PATH."""
+        env = dict(os.environ)
+        env["KUBECONFIG"] = str(self.kubeconfig)
+        env["PATH"] = f"{self.bin}:{env.get('PATH', '')}"
+        return env
+
+
+def wait_for(pred: Callable[[], T | None], timeout: float, what: str, interval: float = 0.5) -> T:
+    """Poll `pred` until it returns something truthy (returned); fail naming `what`."""
+    deadline = time.monotonic() + timeout
+    last_error: Exception | None = None
+    while True:
+        try:
+            value = pred()
+            if value:
+                return value
+        except ApiException as err:
+            last_error = err
+        if time.monotonic() >= deadline:
+            suffix = (
+                f" (last API error: {last_error.status} {last_error.reason})" if last_error else ""
+            )
+            pytest.fail(f"timed out after {timeout:.0f}s waiting for {what}{suffix}")
+        time.sleep(interval)
+
+
+@pytest.fixture(scope="session")
+def cluster() -> Cluster:
+    """The running test cluster (started by hack/cluster/up.sh when needed)."""
+    up = REPO / "hack" / "cluster" / "up.sh"
+    try:
+        proc = subprocess.run(
+            [str(up)], capture_output=True, text=True, timeout=UP_TIMEOUT_S, check=False
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"hack/cluster/up.sh did not finish within {UP_TIMEOUT_S:.0f}s")
+    if proc.returncode != 0:
+        tail = "\n".join(proc.stderr.splitlines()[-40:])
+        pytest.fail(f"hack/cluster/up.sh failed (exit {proc.returncode}):\n{tail}")
+    return Cluster(root=REPO, kubeconfig=KUBECONFIG, bin=BIN, logs=CLUSTER_DIR / "logs")
+
+
+@pytest.fixture(scope="session")
+def api_client(cluster: Cluster) -> client.ApiClient:
+    """A kubernetes ApiClient for the admin kubeconfig."""
+    return config.new_client_from_config(config_file=str(cluster.kubeconfig))
+
+
+@pytest.fixture(scope="session")
+def core_v1(api_client: client.ApiClient) -> client.CoreV1Api:
+    """CoreV1Api on the test cluster."""
+    return client.CoreV1Api(api_client)
+
+
+@pytest.fixture(scope="session")
+def kubectl(cluster: Cluster) -> Callable[..., str]:
+    """`kubectl(*args, input=None, check=True)` → stdout; fails the test on error."""
+
+    def run(*args: str, input: str | None = None, check: bool = True) -> str:
+        proc = subprocess.run(
+            [str(cluster.bin / "kubectl"), *args],
+            input=input,
+            capture_output=True,
+            text=True,
+            env=cluster.env(),
+            timeout=300,
+            check=False,
+        )
+        if check and proc.returncode != 0:
+            pytest.fail(f"kubectl {' '.join(args)} failed: {proc.stderr.strip()}")
+        return proc.stdout
+
+    return run
+
+
+@pytest.fixture(scope="session")
+def apply_manifest(kubectl: Callable[..., str]) -> Callable[..., list[dict[str, Any]]]:
+    """`apply_manifest(text, namespace=None)`: kubectl apply YAML, return the objects."""
+
+    def apply(text: str, namespace: str | None = None) -> list[dict[str, Any]]:
+        args = ["apply", "-o", "json", "-f", "-"]
+        if namespace:
+            args += ["-n", namespace]
+        out = json.loads(kubectl(*args, input=text))
+        items: list[dict[str, Any]] = (
+            out.get("items", [out]) if out.get("kind") == "List" else [out]
+        )
+        return items
+
+    return apply
+
+
+@pytest.fixture(name="wait_for", scope="session")
+def wait_for_fixture() -> Callable[..., Any]:
+    """`wait_for(pred, timeout, what)`: poll until pred() is truthy, return its value."""
+    return wait_for
+
+
+def _namespace_name(test_name: str) -> str:
+    slug = re.sub(r"[^a-z0-9-]+", "-", test_name.lower()).strip("-")[:40].strip("-")
+    return f"t-{slug}-{uuid.uuid4().hex[:6]}"
+
+
+def strip_pod_finalizers(core: client.CoreV1Api, namespace: str) -> None:
+    """Remove every finalizer from every pod of `namespace` (so it can be deleted)."""
+    for pod in core.list_namespaced_pod(namespace).items:
+        if pod.metadata.finalizers:
+            try:
+                core.patch_namespaced_pod(
+                    pod.metadata.name, namespace, {"metadata": {"finalizers": None}}
+                )
+            except ApiException as err:
+                if err.status != 404:
+                    raise
+
+
+@pytest.fixture
+def namespace(core_v1: client.CoreV1Api, request: pytest.FixtureRequest) -> Iterator[str]:
+    """A fresh namespace for this test; deleted (pods' finalizers stripped) afterwards."""
+    name = _namespace_name(request.node.name)
+    core_v1.create_namespace({"metadata": {"name": name, "labels": {"passhat.dev/test": "true"}}})
+    wait_for(
+        lambda: _has_default_sa(core_v1, name), 120, f"default service account in namespace {name}"
+    )
+    yield name
+    strip_pod_finalizers(core_v1, name)
+    try:
+        core_v1.delete_namespace(name)
+    except ApiException as err:
+        if err.status != 404:
+            raise
+    # NB: finalizers added after the first strip (by a controller under test) would keep
+    # the namespace Terminating forever; strip once more after a short while.
+    time.sleep(0.5)
+    strip_pod_finalizers(core_v1, name)
+
+
+def _has_default_sa(core: client.CoreV1Api, namespace: str) -> bool:
+    try:
+        core.read_namespaced_service_account("default", namespace)
+    except ApiException as err:
+        if err.status == 404:
+            return False
+        raise
+    return True
+
+
+def pod_manifest(
+    name: str,
+    command: str,
+    *,
+    node: str = "real",
+    memory_limit: str | None = None,
+    annotations: dict[str, str] | None = None,
+    finalizers: list[str] | None = None,
+    image: str = BUSYBOX,
+    pull_policy: str = "Never",
+    deadline_s: int | None = None,
+    grace_s: int = 2,
+) -> dict[str, Any]:
+    """A one-container busybox pod running `sh -c command` on the real node or a kwok node."""
+    container: dict[str, Any] = {
+        "name": "trial",
+        "image": image,
+        "imagePullPolicy": pull_policy,
+        "command": ["sh", "-c", command],
+        "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}},
+    }
+    if memory_limit:
+        container["resources"]["limits"] = {"memory": memory_limit}
+    spec: dict[str, Any] = {
+        "restartPolicy": "Never",
+        "terminationGracePeriodSeconds": grace_s,
+        "automountServiceAccountToken": False,
+        "containers": [container],
+        "nodeSelector": {"type": node},
+    }
+    if node == "kwok":
+        spec["tolerations"] = [KWOK_TOLERATION]
+    if deadline_s is not None:
+        spec["activeDeadlineSeconds"] = deadline_s
+    metadata: dict[str, Any] = {"name": name, "annotations": annotations or {}}
+    if finalizers:
+        metadata["finalizers"] = finalizers
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}
+
+
+def as_yaml(obj: dict[str, Any]) -> str:
+    """YAML text of a manifest (for apply_manifest)."""
+    return yaml.safe_dump(obj, sort_keys=False)
+
+
+@pytest.fixture(name="pod_manifest", scope="session")
+def pod_manifest_fixture() -> Callable[..., dict[str, Any]]:
+    """`pod_manifest(name, command, node="real"|"kwok", ...)` → a busybox pod manifest."""
+    return pod_manifest
+
+
+@pytest.fixture(name="strip_pod_finalizers", scope="session")
+def strip_pod_finalizers_fixture(core_v1: client.CoreV1Api) -> Callable[[str], None]:
+    """`strip_pod_finalizers(namespace)`: remove all finalizers from the namespace's pods."""
+    return lambda namespace: strip_pod_finalizers(core_v1, namespace)
