@@ -1,0 +1,422 @@
+"""The local executor: runs every pending trial slot of a plan as sandboxed subprocesses.
+
+One loop, one thread, no per-attempt threads and no polling: each running attempt is a
+pidfd in a selector, and the loop sleeps until an attempt ends, a timeout or retry
+backoff falls due, the journal needs its group commit, or a stop is requested. When an
+attempt ends, the whole of it is settled in one place (`_finish`): its process group and
+cgroup are emptied, it is classified (`passhat.trials.classify_exit`), folded into the
+`SlotLedger` (exactly once) and appended to the journal, and a retry is scheduled when
+the retry plan allows one. The loop runs in a thread of its own because with cgroup v1
+the spawning thread steps into the attempt's cgroup (see `passhat.local.cgroup`), which
+the main thread must never do.
+
+Stopping (Ctrl-C, SIGTERM) kills the running attempts and records nothing for them:
+they run again on `--resume`, under the same attempt numbers.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import heapq
+import os
+import re
+import selectors
+import signal
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from passhat.local import rss
+from passhat.local.capacity import Capacity
+from passhat.local.cgroup import Pool, Slot
+from passhat.local.journal import Journal
+from passhat.local.plan import Plan
+from passhat.local.sandbox import Scratch, spawn
+from passhat.trials.classify import classify_exit, normalize_exit_code
+from passhat.trials.ledger import SlotLedger
+from passhat.trials.outcomes import Outcome, Verdict
+from passhat.trials.result import MAX_RESULT_BYTES, parse_result
+
+__all__ = ["KILL_GRACE", "Attempt", "Executor", "Progress", "transcript_name"]
+
+# Seconds between SIGTERM and SIGKILL of a timed-out attempt's process group.
+KILL_GRACE = 2.0
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
+
+
+def transcript_name(task_id: str) -> str:
+    """A directory name for a task's transcripts (ids may hold `/` and worse)."""
+    safe = _UNSAFE.sub("_", task_id).lstrip(".") or "_"
+    if safe != task_id:
+        import hashlib
+
+        safe += "-" + hashlib.sha1(task_id.encode()).hexdigest()[:8]
+    return safe[:200]
+
+
+@dataclass
+class Progress:
+    """Counts the progress display and the metrics read while the loop runs."""
+
+    slots: int
+    done: int = 0
+    running: int = 0
+    retries: int = 0
+    passed: int = 0
+    failed: int = 0
+    infra_errors: int = 0
+
+
+@dataclass
+class Attempt:
+    """One running attempt of a trial slot."""
+
+    task: int
+    trial: int
+    attempt: int
+    worker: int
+    pid: int
+    pidfd: int
+    started: float
+    deadline: float
+    transcript: str
+    cgroup: Slot | None = None
+    kill_at: float | None = None
+    timed_out: bool = False
+    over_memory: bool = False
+
+
+class Executor:
+    """Runs a plan's pending slots; records each finished attempt in ledger and journal."""
+
+    def __init__(
+        self,
+        plan: Plan,
+        *,
+        ledger: SlotLedger,
+        journal: Journal,
+        transcripts: str,
+        capacity: Capacity,
+        pool: Pool | None,
+        on_record: Callable[[dict[str, Any]], None] | None = None,
+        on_progress: Callable[[Progress], None] | None = None,
+        fresh_transcripts: bool = True,
+    ) -> None:
+        self.plan = plan
+        self.ledger = ledger
+        self.journal = journal
+        self.transcripts = transcripts
+        self.capacity = capacity
+        self.pool = pool
+        self.on_record = on_record
+        self.on_progress = on_progress
+        self.fresh_transcripts = fresh_transcripts
+        self.progress = Progress(slots=plan.slots, done=ledger.done, retries=ledger.retries)
+        self._stop = threading.Event()
+        self._wake_r, self._wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        self._selector = selectors.DefaultSelector()
+        self._selector.register(self._wake_r, selectors.EVENT_READ, None)
+        self._running: dict[int, Attempt] = {}
+        self._free_workers: list[int] = []
+        self._workers = 0
+        self._task_dirs: set[int] = set()
+        self._scratch: Scratch | None = None
+        self._watch_rss = pool is None and plan.limits.memory is not None
+        self._next_rss = 0.0
+
+    def stop(self) -> None:
+        """Ask the loop to kill the running attempts and return (safe from a signal handler)."""
+        self._stop.set()
+        with contextlib.suppress(OSError):
+            os.write(self._wake_w, b"x")
+
+    def run(self) -> bool:
+        """Run until every slot is final (True) or a stop was requested (False)."""
+        self._scratch = Scratch()
+        _close_inherited_fds()
+        try:
+            return self._loop()
+        finally:
+            self._kill_all()
+            self.journal.sync(force=True)
+            self._scratch.close()
+            self._selector.close()
+            os.close(self._wake_r)
+            os.close(self._wake_w)
+
+    def _loop(self) -> bool:
+        plan = self.plan
+        # NB: trial-major order, so a partial run already covers every task
+        fresh = deque(
+            (task, trial)
+            for trial in range(plan.trials)
+            for task in range(len(plan.task_ids))
+            if not self.ledger.is_final(task, trial)
+        )
+        retries: list[tuple[float, int, int]] = []
+        self._report_progress()
+        while fresh or retries or self._running:
+            if self._stop.is_set():
+                return False
+            now = time.monotonic()
+            while (
+                len(self._running) < plan.parallelism
+                and (fresh or (retries and retries[0][0] <= now))
+                and self.capacity.fits(plan.requests)
+            ):
+                if retries and retries[0][0] <= now:
+                    _, task, trial = heapq.heappop(retries)
+                else:
+                    task, trial = fresh.popleft()
+                self._start(task, trial)
+            timeout = self._next_wakeup(retries)
+            for key, _ in self._selector.select(timeout):
+                if key.data is None:
+                    with contextlib.suppress(BlockingIOError):
+                        os.read(self._wake_r, 64)
+                    continue
+                attempt: Attempt = key.data
+                retry_at = self._finish(attempt)
+                if retry_at is not None:
+                    heapq.heappush(retries, (retry_at, attempt.task, attempt.trial))
+            self._enforce_deadlines()
+            self.journal.sync()
+            self._report_progress()
+        return True
+
+    def _next_wakeup(self, retries: list[tuple[float, int, int]]) -> float | None:
+        due = [a.kill_at if a.kill_at is not None else a.deadline for a in self._running.values()]
+        if retries and len(self._running) < self.plan.parallelism:
+            due.append(retries[0][0])
+        sync = self.journal.sync_due()
+        if sync is not None:
+            due.append(sync)
+        if self._watch_rss and self._running:
+            due.append(self._next_rss)
+        if self.on_progress is not None and self._running:
+            due.append(time.monotonic() + 1.0)
+        if not due:
+            return None
+        return max(0.0, min(due) - time.monotonic())
+
+    def _start(self, task: int, trial: int) -> None:
+        plan, scratch = self.plan, self._scratch
+        assert scratch is not None
+        attempt_no = self.ledger.next_attempt(task, trial)
+        worker = self._free_workers.pop() if self._free_workers else self._new_worker()
+        workdir = scratch.workdir(worker)
+        env = dict(plan.env)
+        env.update(
+            HOME=workdir,
+            TMPDIR=workdir,
+            PWD=workdir,
+            PASSHAT_EVAL=plan.eval_name,
+            PASSHAT_TASK_ID=plan.task_ids[task],
+            PASSHAT_TASK=plan.task_params[task],
+            PASSHAT_TRIAL=str(trial),
+            PASSHAT_ATTEMPT=str(attempt_no),
+            PASSHAT_RESULT=scratch.result_path(worker),
+        )
+        argv = plan.argv
+        if any("$(" in arg for arg in argv):
+            from passhat.local.sandbox import expand
+
+            argv = [argv[0], *(expand(arg, env) for arg in argv[1:])]
+        transcript = self._transcript_path(task, trial, attempt_no)
+        cgroup = self.pool.acquire() if self.pool is not None else None
+        wrapper = None
+        if cgroup is not None and self.pool is not None and self.pool.placement == "wrapper":
+            wrapper = cgroup.procs_path
+        if self.pool is not None and cgroup is not None:
+            with self.pool.entered(cgroup):
+                pid = spawn(
+                    plan.executable,
+                    argv,
+                    env,
+                    cwd=workdir,
+                    transcript=transcript,
+                    wrapper_procs=wrapper,
+                )
+        else:
+            pid = spawn(plan.executable, argv, env, cwd=workdir, transcript=transcript)
+        now = time.monotonic()
+        pidfd = os.pidfd_open(pid)
+        running = Attempt(
+            task=task,
+            trial=trial,
+            attempt=attempt_no,
+            worker=worker,
+            pid=pid,
+            pidfd=pidfd,
+            started=now,
+            deadline=now + plan.timeout_seconds,
+            transcript=transcript,
+            cgroup=cgroup,
+        )
+        self._selector.register(pidfd, selectors.EVENT_READ, running)
+        self._running[pid] = running
+        self.capacity.take(plan.requests)
+        self.progress.running = len(self._running)
+        if self._watch_rss and len(self._running) == 1:
+            self._next_rss = now + rss.INTERVAL
+
+    def _new_worker(self) -> int:
+        self._workers += 1
+        return self._workers - 1
+
+    def _transcript_path(self, task: int, trial: int, attempt: int) -> str:
+        directory = os.path.join(self.transcripts, transcript_name(self.plan.task_ids[task]))
+        if task not in self._task_dirs:
+            os.makedirs(directory, exist_ok=True)
+            self._task_dirs.add(task)
+        path = os.path.join(directory, f"{trial}-{attempt}.log")
+        if not self.fresh_transcripts:
+            # NB: an orphan of a killed run may still hold the old file open
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
+        return path
+
+    def _reap(self, attempt: Attempt) -> int | None:
+        # NB: kill the rest of the group before reaping, while the pgid cannot be reused
+        with contextlib.suppress(OSError):
+            os.killpg(attempt.pid, signal.SIGKILL)
+        self._selector.unregister(attempt.pidfd)
+        os.close(attempt.pidfd)
+        try:
+            _, status = os.waitpid(attempt.pid, 0)
+        except ChildProcessError:
+            return None
+        return normalize_exit_code(os.waitstatus_to_exitcode(status))
+
+    def _finish(self, attempt: Attempt) -> float | None:
+        """Settle an attempt that ended; the monotonic time to retry its slot, if any."""
+        plan = self.plan
+        exit_code = self._reap(attempt)
+        duration = time.monotonic() - attempt.started
+        del self._running[attempt.pid]
+        oom = attempt.over_memory
+        if attempt.cgroup is not None and self.pool is not None:
+            oom = oom or attempt.cgroup.oom_kills() > attempt.cgroup.oom_baseline
+            self.pool.release(attempt.cgroup)
+        result = _read_result(self._result_path(attempt.worker))
+        verdict = classify_exit(
+            exit_code=exit_code,
+            grading=plan.grading,
+            result=result,
+            oom_killed=oom,
+            timed_out=attempt.timed_out,
+            timeout_is=plan.timeout_is,
+        )
+        assert self._scratch is not None
+        self._scratch.reset(attempt.worker)
+        self._free_workers.append(attempt.worker)
+        self.capacity.give(plan.requests)
+        final = plan.retry.is_final(verdict, attempt.attempt)
+        if not self.ledger.record(
+            attempt.task, attempt.trial, attempt.attempt, verdict, final=final
+        ):
+            return None
+        record = {
+            "task_id": plan.task_ids[attempt.task],
+            "trial": attempt.trial,
+            "attempt": attempt.attempt,
+            "outcome": str(verdict.outcome),
+            "reason": verdict.reason,
+            "exit_code": exit_code,
+            "duration_s": round(duration, 3),
+            "final": final,
+        }
+        self.journal.append(record)
+        self._count(verdict, final)
+        if self.on_record is not None:
+            self.on_record(record)
+        if final:
+            return None
+        return time.monotonic() + plan.retry.delay(attempt.attempt)
+
+    def _result_path(self, worker: int) -> str:
+        assert self._scratch is not None
+        return self._scratch.result_path(worker)
+
+    def _count(self, verdict: Verdict, final: bool) -> None:
+        progress = self.progress
+        progress.running = len(self._running)
+        if verdict.outcome is Outcome.PASS:
+            progress.passed += 1
+        elif verdict.outcome is Outcome.FAIL:
+            progress.failed += 1
+        else:
+            progress.infra_errors += 1
+        if final:
+            progress.done += 1
+        else:
+            progress.retries += 1
+
+    def _enforce_deadlines(self) -> None:
+        now = time.monotonic()
+        for attempt in self._running.values():
+            if attempt.kill_at is not None:
+                if now >= attempt.kill_at:
+                    self._kill(attempt, signal.SIGKILL)
+                    attempt.kill_at = now + KILL_GRACE
+            elif now >= attempt.deadline:
+                attempt.timed_out = True
+                self._kill(attempt, signal.SIGTERM)
+                attempt.kill_at = now + KILL_GRACE
+        if self._watch_rss and self._running and now >= self._next_rss:
+            self._next_rss = now + rss.INTERVAL
+            limit = self.plan.limits.memory
+            assert limit is not None
+            usage = rss.session_rss(set(self._running))
+            for pid, used in usage.items():
+                attempt = self._running[pid]
+                if used > limit and not attempt.over_memory:
+                    attempt.over_memory = True
+                    self._kill(attempt, signal.SIGKILL)
+
+    def _kill(self, attempt: Attempt, sig: signal.Signals) -> None:
+        with contextlib.suppress(OSError):
+            os.killpg(attempt.pid, sig)
+        if sig == signal.SIGKILL and attempt.cgroup is not None:
+            for pid in attempt.cgroup.pids():
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGKILL)
+
+    def _kill_all(self) -> None:
+        for attempt in list(self._running.values()):
+            self._kill(attempt, signal.SIGKILL)
+            self._reap(attempt)
+            if attempt.cgroup is not None and self.pool is not None:
+                self.pool.release(attempt.cgroup)
+            self.capacity.give(self.plan.requests)
+        self._running.clear()
+        self.progress.running = 0
+
+    def _report_progress(self) -> None:
+        if self.on_progress is not None:
+            self.on_progress(self.progress)
+
+
+def _read_result(path: str) -> dict[str, Any] | None:
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read(MAX_RESULT_BYTES * 16)
+    except OSError:
+        return None
+    return parse_result(data)
+
+
+def _close_inherited_fds() -> None:
+    """Make fds this process inherited (3 and up) close on exec: trials must not get them."""
+    try:
+        fds = [int(name) for name in os.listdir("/proc/self/fd")]
+    except OSError:
+        return
+    for fd in fds:
+        if fd > 2:
+            with contextlib.suppress(OSError):
+                if os.get_inheritable(fd):
+                    os.set_inheritable(fd, False)

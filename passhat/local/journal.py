@@ -1,0 +1,115 @@
+"""`trials.jsonl`: the durable record of a local run, one line per finished attempt.
+
+The journal is what makes a local run resumable with nothing lost and nothing counted
+twice: an attempt counts once its line is in the file, and `--resume` runs exactly the
+attempts that have no line. Each line goes to the kernel with a single `write` the moment
+its attempt ends (so a SIGKILL of passhat loses nothing written), and to the disk with
+`fsync` in group commits (several lines per fsync, at most `SYNC_INTERVAL` seconds
+apart) so that thousands of short trials do not each pay a disk flush. A crash in the
+middle of a write can leave a torn last line; `read_journal` drops it and truncates the
+file back to the last complete line before new lines are appended.
+
+The file is also valid `passhat score` input (retried infra rows are just rows).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from passhat.api.errors import InputError
+
+__all__ = ["FIELDS", "SYNC_INTERVAL", "Journal", "read_journal"]
+
+FIELDS = ("task_id", "trial", "attempt", "outcome", "reason", "exit_code", "duration_s", "final")
+SYNC_INTERVAL = 0.05
+
+
+def read_journal(path: str, *, repair: bool = False) -> list[dict[str, Any]]:
+    """The records in the journal at `path` (missing file: none).
+
+    A last line without its newline, or that is not a JSON object, is torn: it is dropped
+    and, with `repair`, cut off the file. A bad line anywhere else is an InputError.
+    """
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read()
+    except FileNotFoundError:
+        return []
+    except OSError as err:
+        raise InputError(f"cannot read: {err.strerror or err}", path=path) from None
+    *complete, tail = data.split(b"\n")
+    records: list[dict[str, Any]] = []
+    good_end = 0
+    torn = bool(tail)
+    for number, line in enumerate(complete, start=1):
+        record = _parse(line) if line.strip() else {}
+        if record is None:
+            if number < len(complete) or torn:
+                raise InputError(
+                    "not a trial record (a JSON object with task_id, trial, attempt, outcome)",
+                    path=path,
+                    line=number,
+                )
+            torn = True
+            break
+        if record:
+            records.append(record)
+        good_end += len(line) + 1
+    if torn and repair:
+        with open(path, "r+b") as handle:
+            handle.truncate(good_end)
+    return records
+
+
+def _parse(line: bytes) -> dict[str, Any] | None:
+    try:
+        record = json.loads(line)
+    except ValueError:
+        return None
+    if not isinstance(record, dict) or not all(key in record for key in FIELDS[:5]):
+        return None
+    return record
+
+
+class Journal:
+    """Appends records to `trials.jsonl` and syncs them in group commits."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        self._dirty = False
+        self._last_sync = time.monotonic()
+
+    def append(self, record: Mapping[str, Any]) -> None:
+        """Write one record now (one `write` call); it reaches the disk by the next sync."""
+        line = json.dumps({key: record[key] for key in FIELDS}, separators=(", ", ": "))
+        data = (line + "\n").encode()
+        written = os.write(self._fd, data)
+        while written < len(data):
+            written += os.write(self._fd, data[written:])
+        self._dirty = True
+
+    def sync_due(self) -> float | None:
+        """The monotonic time the pending lines must be synced by (None: nothing pending)."""
+        return self._last_sync + SYNC_INTERVAL if self._dirty else None
+
+    def sync(self, *, force: bool = False) -> None:
+        """fsync pending lines when due (or now, with `force`)."""
+        if not self._dirty:
+            return
+        now = time.monotonic()
+        if force or now >= self._last_sync + SYNC_INTERVAL:
+            os.fsync(self._fd)
+            self._dirty = False
+            self._last_sync = now
+
+    def close(self) -> None:
+        """Sync everything and close the file."""
+        if self._fd >= 0:
+            self.sync(force=True)
+            os.close(self._fd)
+            self._fd = -1

@@ -1,0 +1,282 @@
+"""`passhat run eval.yaml`: one local eval run, from the spec file to the report.
+
+This is the glue around the executor: check the spec against this machine (`make_plan`),
+prepare or reopen the run directory (`spec.yaml`, `trials.jsonl`, `transcripts/`),
+rebuild the ledger from the journal on `--resume`, set up the cgroup pool (or the RSS
+fallback), run the loop in its thread while the main thread waits for signals, then score
+the journal exactly as `passhat score DIR/trials.jsonl` would and print the report.
+Exit codes: 0 done and the gate passes (or no gate), 1 the gate fails, 2 usage or spec
+error (raised as PasshatError for the CLI), 130 interrupted (resumable).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import sys
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TextIO
+
+from passhat.api.errors import InputError, SpecError, UsageError
+from passhat.api.load import load_eval, read_local_config_maps, resolve_tasks
+from passhat.api.spec import ConsistencyEval, Gate
+from passhat.local import cgroup
+from passhat.local.capacity import Capacity
+from passhat.local.executor import Executor
+from passhat.local.journal import Journal, read_journal
+from passhat.local.plan import Plan, make_plan
+from passhat.local.progress import display_for
+from passhat.stats import KSummary, summarize_many, tally
+from passhat.trials.ledger import LedgerError, SlotLedger
+from passhat.trials.outcomes import Outcome, Verdict
+
+__all__ = ["EXIT_GATE_FAILED", "EXIT_INTERRUPTED", "EXIT_OK", "RunOptions", "gate_passed", "run"]
+
+EXIT_OK = 0
+EXIT_GATE_FAILED = 1
+EXIT_INTERRUPTED = 130
+
+JOURNAL = "trials.jsonl"
+SPEC_COPY = "spec.yaml"
+TRANSCRIPTS = "transcripts"
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """The options of `passhat run`."""
+
+    eval_path: str
+    out: str | None = None
+    resume: bool = False
+    format: str = "text"
+    metrics_textfile: str | None = None
+    quiet: bool = False
+
+
+def gate_passed(gate: Gate | None, summaries: Sequence[KSummary]) -> bool | None:
+    """Whether the gate passes on these summaries (None without a gate)."""
+    if gate is None:
+        return None
+    summary = next(s for s in summaries if s.k == gate.k)
+    value = {
+        "passHatK": summary.pass_hat_k,
+        "passAtK": summary.pass_at_k,
+        "meanPassRate": summary.mean_pass_rate,
+    }[gate.metric]
+    return summary.tasks_scored > 0 and value >= gate.min
+
+
+def _prepare_out(out: str, eval_path: str, evaluation: ConsistencyEval, resume: bool) -> None:
+    spec_copy = os.path.join(out, SPEC_COPY)
+    if os.path.exists(out) and not resume:
+        try:
+            empty = not os.listdir(out)
+        except OSError as err:
+            raise InputError(f"cannot read the run directory: {err.strerror}", path=out) from None
+        if not empty:
+            raise UsageError(
+                f"{out}: a run directory already exists there; pass --resume to continue "
+                "that run, or choose another --out"
+            )
+    if resume and os.path.exists(spec_copy):
+        before = load_eval(spec_copy)
+        if _comparable(before) != _comparable(evaluation):
+            raise UsageError(
+                f"{eval_path}: the eval differs from the one the run in {out} started with "
+                f"({spec_copy}); only parallelism may change on --resume"
+            )
+    try:
+        os.makedirs(os.path.join(out, TRANSCRIPTS), exist_ok=True)
+        if not os.path.exists(spec_copy):
+            shutil.copyfile(eval_path, spec_copy)
+        with open(os.path.join(out, JOURNAL), "ab"):
+            pass
+    except OSError as err:
+        where = err.filename or out
+        raise InputError(
+            f"cannot write the run directory: {err.strerror or err}", path=str(where)
+        ) from None
+
+
+def _comparable(evaluation: ConsistencyEval) -> dict[str, Any]:
+    data = evaluation.model_dump(mode="json", by_alias=True)
+    data["spec"].pop("parallelism", None)
+    return {"name": data["metadata"]["name"], "spec": data["spec"]}
+
+
+def _rebuild_ledger(plan: Plan, records: list[dict[str, Any]], journal_path: str) -> SlotLedger:
+    ledger = SlotLedger(len(plan.task_ids), plan.trials)
+    index = {task_id: i for i, task_id in enumerate(plan.task_ids)}
+    for number, record in enumerate(records, start=1):
+        task = index.get(record["task_id"])
+        try:
+            if task is None:
+                raise LedgerError(f'task "{record["task_id"]}" is not in the eval')
+            verdict = Verdict(Outcome(record["outcome"]), str(record["reason"]))
+            final = record.get("final")
+            if not isinstance(final, bool):
+                final = plan.retry.is_final(verdict, int(record["attempt"]))
+            ledger.record(task, int(record["trial"]), int(record["attempt"]), verdict, final=final)
+        except (LedgerError, ValueError, TypeError) as err:
+            raise InputError(
+                f"does not belong to this eval: {err}", path=journal_path, line=number
+            ) from None
+    return ledger
+
+
+def _pool(plan: Plan, stderr: TextIO) -> cgroup.Pool | None:
+    if plan.limits.memory is None and plan.limits.cpu is None:
+        return None
+    hierarchy = cgroup.detect()
+    problem = "no writable memory cgroup"
+    if hierarchy is not None:
+        pool = cgroup.Pool(hierarchy, memory_limit=plan.limits.memory, cpu_limit=plan.limits.cpu)
+        try:
+            pool.release(pool.acquire())
+            return pool
+        except OSError as err:
+            problem = f"cannot create a cgroup: {err.strerror or err}"
+            with contextlib.suppress(OSError):
+                pool.close()
+    if plan.limits.memory is not None:
+        stderr.write(
+            f"passhat: {problem}; the memory limit is enforced by sampling process RSS "
+            "and the cpu limit is not enforced\n"
+        )
+    return None
+
+
+def _tasks(evaluation: ConsistencyEval, eval_path: str) -> list[Any]:
+    spec = evaluation.spec
+    maps = read_local_config_maps(spec, os.path.dirname(os.path.abspath(eval_path)))
+    return resolve_tasks(spec, maps if spec.tasks_from else {}, source=eval_path)
+
+
+def _execute(executor: Executor) -> bool:
+    """Run the loop in its own thread; SIGINT / SIGTERM stop it (main thread only)."""
+    outcome: list[bool] = []
+    failure: list[BaseException] = []
+
+    def target() -> None:
+        try:
+            outcome.append(executor.run())
+        except BaseException as err:
+            failure.append(err)
+
+    thread = threading.Thread(target=target, name="passhat-executor")
+    handlers: dict[signal.Signals, Any] = {}
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            handlers[sig] = signal.signal(sig, lambda *_: executor.stop())
+    try:
+        thread.start()
+        while thread.is_alive():
+            thread.join(0.5)
+    finally:
+        for sig, handler in handlers.items():
+            signal.signal(sig, handler)
+    if failure:
+        raise failure[0]
+    return outcome[0]
+
+
+def run(
+    options: RunOptions,
+    *,
+    stdout: TextIO | None = None,
+    stderr: TextIO | None = None,
+    environ: Mapping[str, str] = os.environ,
+) -> int:
+    """Run the eval in `options.eval_path` locally; the exit code (PasshatError for exit 2)."""
+    stdout = stdout if stdout is not None else sys.stdout
+    stderr = stderr if stderr is not None else sys.stderr
+    eval_path = options.eval_path
+    evaluation = load_eval(eval_path)
+    tasks = _tasks(evaluation, eval_path)
+    capacity = Capacity.of_machine()
+    plan = make_plan(
+        evaluation,
+        tasks,
+        source=eval_path,
+        eval_dir=os.path.dirname(os.path.abspath(eval_path)),
+        environ=environ,
+        capacity=capacity,
+    )
+    out = os.path.abspath(options.out or os.path.join("passhat-runs", plan.eval_name))
+    _prepare_out(out, eval_path, evaluation, options.resume)
+    journal_path = os.path.join(out, JOURNAL)
+    records = read_journal(journal_path, repair=True)
+    ledger = _rebuild_ledger(plan, records, journal_path)
+    journal = Journal(journal_path)
+    pool = _pool(plan, stderr)
+    display = display_for(stderr, plan.eval_name, quiet=options.quiet)
+    executor = Executor(
+        plan,
+        ledger=ledger,
+        journal=journal,
+        transcripts=os.path.join(out, TRANSCRIPTS),
+        capacity=capacity,
+        pool=pool,
+        on_record=records.append,
+        on_progress=display,
+        fresh_transcripts=not records,
+    )
+    try:
+        finished = _execute(executor)
+    except OSError as err:
+        raise SpecError(
+            f"cannot start the trial: {err.strerror or err}",
+            field="spec.trial.template.spec.containers[0].command",
+            path=eval_path,
+        ) from None
+    finally:
+        journal.close()
+        if pool is not None:
+            pool.close()
+        if display is not None:
+            display.close()
+    summaries = summarize_many(
+        tally((r["task_id"], r["outcome"]) for r in records), evaluation.spec.report_ks
+    )
+    passed = gate_passed(evaluation.spec.gate, summaries) if finished else None
+    if options.metrics_textfile:
+        from passhat.metrics import write_textfile
+
+        write_textfile(
+            options.metrics_textfile,
+            eval_name=plan.eval_name,
+            summaries=summaries,
+            trials=records,
+            gate_passed=passed,
+        )
+    if not finished:
+        stderr.write(
+            f"passhat: interrupted with {ledger.done}/{ledger.slots} trial slots done; "
+            f"continue with: passhat run {eval_path} --out {out} --resume\n"
+        )
+        return EXIT_INTERRUPTED
+    _print_report(stdout, options.format, summaries, evaluation, passed, out)
+    return EXIT_OK if passed is not False else EXIT_GATE_FAILED
+
+
+def _print_report(
+    stdout: TextIO,
+    fmt: str,
+    summaries: list[KSummary],
+    evaluation: ConsistencyEval,
+    passed: bool | None,
+    out: str,
+) -> None:
+    from passhat.report import render
+
+    stdout.write(render(summaries, fmt))
+    if not str(render).endswith("\n"):
+        stdout.write("")
+    stdout.flush()
+    del evaluation, passed, out
+    _ = Path

@@ -1,0 +1,224 @@
+"""What one local attempt runs, where, and with which environment.
+
+A trial must not see anything of the caller but what a user expects (PATH, locale, time
+zone, terminal type), nor anything a previous trial left. So every attempt starts in an
+empty working directory that is also its HOME and TMPDIR, with a clean environment built
+from the container's `env` and the `PASSHAT_*` variables, in a new session (its own
+process group, so it can be killed as a whole), stdin from /dev/null and stdout + stderr
+into its transcript file. The working directories live in one scratch directory per run,
+one per running slot, emptied after each attempt (creating and removing a directory per
+attempt costs more than a short trial on some disks).
+
+The command is the first container's `command` + `args` with Kubernetes' `$(VAR)`
+expansion; the image is ignored. A bare command name is looked up on the trial's PATH, a
+relative path (`./agent.sh`) is taken relative to the eval file's directory: locally that
+directory plays the role of the image.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shutil
+import tempfile
+from collections.abc import Mapping
+from typing import Any
+
+from passhat.api.errors import SpecError
+
+__all__ = [
+    "CALLER_VARS",
+    "Scratch",
+    "base_env",
+    "container_command",
+    "container_env",
+    "expand",
+    "spawn",
+]
+
+CALLER_VARS = ("PATH", "LANG", "LANGUAGE", "TZ", "TERM")
+CONTAINER = "spec.trial.template.spec.containers[0]"
+# The v2 cgroup wrapper: join the cgroup whose cgroup.procs is $0, then become the trial.
+WRAPPER = 'echo $$ > "$0" || exit 125; exec "$@"'
+WRAPPER_FAILED = 125
+
+_VAR = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)")
+
+
+def base_env(environ: Mapping[str, str]) -> dict[str, str]:
+    """The variables every trial inherits from the caller: PATH, locale, TZ, TERM."""
+    env = {name: environ[name] for name in CALLER_VARS if name in environ}
+    env.update({name: value for name, value in environ.items() if name.startswith("LC_")})
+    env.setdefault("PATH", os.defpath)
+    return env
+
+
+def expand(text: str, env: Mapping[str, str]) -> str:
+    """Kubernetes' `$(VAR)` expansion: known variables replaced, `$$` is a literal `$`."""
+    if "$" not in text:
+        return text
+
+    def replace(match: re.Match[str]) -> str:
+        name = match.group(1)
+        if name is None:
+            return "$"
+        return env.get(name, match.group(0))
+
+    return _VAR.sub(replace, text)
+
+
+def container_env(container: Mapping[str, Any], *, source: str | None) -> dict[str, str]:
+    """The container's `env` as a dict; `valueFrom` / `envFrom` need a cluster (SpecError)."""
+    if container.get("envFrom"):
+        raise SpecError(
+            "envFrom needs a cluster; passhat run supports env entries with a value",
+            field=f"{CONTAINER}.envFrom",
+            path=source,
+        )
+    entries = container.get("env") or []
+    if not isinstance(entries, list):
+        raise SpecError("must be a list of {name, value}", field=f"{CONTAINER}.env", path=source)
+    env: dict[str, str] = {}
+    for index, entry in enumerate(entries):
+        at = f"{CONTAINER}.env[{index}]"
+        if not isinstance(entry, Mapping) or not isinstance(entry.get("name"), str):
+            raise SpecError("must be an object with a name", field=at, path=source)
+        if "valueFrom" in entry:
+            raise SpecError(
+                "valueFrom needs a cluster; give a literal value for passhat run",
+                field=f"{at}.valueFrom",
+                path=source,
+            )
+        value = entry.get("value", "")
+        if not isinstance(value, str | int | float) or isinstance(value, bool):
+            raise SpecError("must be a string", field=f"{at}.value", path=source)
+        env[entry["name"]] = expand(str(value), env)
+    return env
+
+
+def container_command(
+    container: Mapping[str, Any], *, path: str, eval_dir: str, source: str | None
+) -> tuple[str, list[str]]:
+    """(executable, argv) of the container: `command` + `args`, executable resolved.
+
+    `path` is the trial's PATH. Raises SpecError (naming the field) when there is no
+    command (an image's entrypoint does not exist locally) or it cannot be found.
+    """
+    command, args = container.get("command"), container.get("args") or []
+    if not command:
+        raise SpecError(
+            "no command: passhat run ignores the image, so the container needs a command",
+            field=f"{CONTAINER}.command",
+            path=source,
+        )
+    for name, value in (("command", command), ("args", args)):
+        if not isinstance(value, list) or not all(isinstance(v, str | int | float) for v in value):
+            raise SpecError("must be a list of strings", field=f"{CONTAINER}.{name}", path=source)
+    argv = [str(v) for v in [*command, *args]]
+    program = argv[0]
+    if "/" in program:
+        executable = os.path.normpath(os.path.join(eval_dir, program))
+        found = os.path.isfile(executable) and os.access(executable, os.X_OK)
+    else:
+        which = shutil.which(program, path=path)
+        executable, found = which or program, which is not None
+    if not found:
+        raise SpecError(
+            f'"{program}" is not an executable file'
+            + ("" if "/" in program else " on the trial's PATH"),
+            field=f"{CONTAINER}.command[0]",
+            path=source,
+        )
+    return os.path.abspath(executable), argv
+
+
+class Scratch:
+    """The run's scratch directory: one working directory and result file per slot."""
+
+    def __init__(self) -> None:
+        self.root = tempfile.mkdtemp(prefix="passhat-")
+        self._made: set[int] = set()
+
+    def workdir(self, slot: int) -> str:
+        """The (empty) working directory of `slot`."""
+        path = os.path.join(self.root, f"w{slot}")
+        if slot not in self._made:
+            os.mkdir(path, 0o700)
+            self._made.add(slot)
+        return path
+
+    def result_path(self, slot: int) -> str:
+        """Where the attempt in `slot` may write its result JSON."""
+        return os.path.join(self.root, f"r{slot}.json")
+
+    def reset(self, slot: int) -> None:
+        """Empty `slot`'s working directory and remove its result file."""
+        path = os.path.join(self.root, f"w{slot}")
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.result_path(slot))
+        try:
+            with os.scandir(path) as entries:
+                if next(entries, None) is None:
+                    return
+        except FileNotFoundError:
+            self._made.discard(slot)
+            return
+        except OSError:
+            pass
+        _remove_tree(path)
+        self._made.discard(slot)
+
+    def close(self) -> None:
+        """Remove the scratch directory."""
+        _remove_tree(self.root)
+
+
+def _remove_tree(path: str) -> None:
+    def unlock(function: Any, target: str, _: Any) -> None:
+        # NB: a trial may have taken the write bit off its own directories
+        with contextlib.suppress(OSError):
+            os.chmod(os.path.dirname(target), 0o700)
+            os.chmod(target, 0o700)
+        with contextlib.suppress(OSError):
+            function(target)
+
+    with contextlib.suppress(OSError):
+        os.chmod(path, 0o700)
+    shutil.rmtree(path, onerror=unlock)
+
+
+def spawn(
+    executable: str,
+    argv: list[str],
+    env: Mapping[str, str],
+    *,
+    cwd: str,
+    transcript: str,
+    wrapper_procs: str | None = None,
+) -> int:
+    """Start one attempt in a new session; its pid.
+
+    `posix_spawn` has no chdir, so the working directory is switched around the call; the
+    caller must be the only thread that cares about the cwd (the executor loop). With
+    `wrapper_procs` the attempt first joins the cgroup whose `cgroup.procs` that is.
+    """
+    out = os.open(transcript, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+    try:
+        actions = [
+            (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+            (os.POSIX_SPAWN_DUP2, out, 1),
+            (os.POSIX_SPAWN_DUP2, out, 2),
+        ]
+        if wrapper_procs is not None:
+            argv = ["/bin/sh", "-c", WRAPPER, wrapper_procs, executable, *argv[1:]]
+            executable = "/bin/sh"
+        home = os.open(".", os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            os.chdir(cwd)
+            return os.posix_spawn(executable, argv, env, file_actions=actions, setsid=True)
+        finally:
+            os.fchdir(home)
+            os.close(home)
+    finally:
+        os.close(out)

@@ -1,0 +1,114 @@
+"""`passhat trial [--grader CMD] -- AGENT ...`: the wrapper a trial image runs.
+
+An agent eval usually has two halves, the agent run and its grading; passhat needs one
+process with one answer. This wrapper runs the agent (its output copied to our stdout, so
+`kubectl logs` and the local transcript keep it, and to a transcript file), runs the
+grader on that transcript, writes the result JSON to `$PASSHAT_RESULT` (kept under 4 KiB:
+in a pod it is the termination message) and exits with the mapped code: pass 0, fail 1,
+infra error 75. An agent that exits 75 reports an infra error itself and is not graded.
+SIGTERM and SIGINT are passed on to the agent (in a pod only PID 1 gets them).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+from typing import IO, Any, BinaryIO
+
+from passhat.runner.grader import Grade, run_grader
+from passhat.trials.outcomes import EXIT_CODE, REPORTED, Outcome, exit_reason
+from passhat.trials.result import MAX_RESULT_BYTES
+
+__all__ = ["EXIT_FOR", "result_json", "run_trial"]
+
+EXIT_FOR = {Outcome.PASS: 0, Outcome.FAIL: 1, Outcome.INFRA_ERROR: 75}
+_INFRA = 75
+
+
+def _agent_grade(code: int) -> Grade:
+    if code == 0:
+        return Grade(Outcome.PASS, EXIT_CODE)
+    if code == 1:
+        return Grade(Outcome.FAIL, EXIT_CODE)
+    if code == _INFRA:
+        return Grade(Outcome.INFRA_ERROR, REPORTED, message="the agent exited 75")
+    return Grade(Outcome.FAIL, exit_reason(code), message=f"the agent exited {code}")
+
+
+def result_json(grade: Grade, *, agent_exit_code: int, transcript: bytes) -> str:
+    """The result JSON for `grade`, with as much of the transcript's end as fits in 4 KiB."""
+    result: dict[str, Any] = grade.as_result()
+    result["agent_exit_code"] = agent_exit_code
+    budget = MAX_RESULT_BYTES - len(json.dumps(result)) - len(', "transcript": ""') - 16
+    excerpt = transcript[-max(0, budget) :].decode("utf-8", "replace") if budget > 0 else ""
+    while True:
+        text = json.dumps({**result, "transcript": excerpt})
+        if len(text.encode()) < MAX_RESULT_BYTES:
+            return text
+        excerpt = excerpt[len(excerpt) // 8 + 1 :]
+
+
+def _tail(path: str, size: int = MAX_RESULT_BYTES) -> bytes:
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(0, os.SEEK_END)
+            handle.seek(max(0, handle.tell() - size))
+            return handle.read()
+    except OSError:
+        return b""
+
+
+def _copy(source: IO[bytes], targets: list[BinaryIO]) -> None:
+    while chunk := os.read(source.fileno(), 65536):
+        for target in targets:
+            with contextlib.suppress(OSError):
+                target.write(chunk)
+                target.flush()
+
+
+def run_trial(
+    agent: list[str],
+    *,
+    grader: str | None = None,
+    transcript: str | None = None,
+    result_path: str | None = None,
+    echo: BinaryIO | None = None,
+) -> int:
+    """Run `agent`, grade its transcript, write the result JSON; the exit code (0, 1, 75)."""
+    transcript = transcript or os.path.join(
+        tempfile.gettempdir(), f"passhat-transcript-{os.getpid()}.log"
+    )
+    result_path = result_path or os.environ.get("PASSHAT_RESULT")
+    echo = echo if echo is not None else sys.stdout.buffer
+    try:
+        with open(transcript, "wb") as log:
+            process = subprocess.Popen(agent, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+            previous = {
+                sig: signal.signal(sig, lambda signum, _: process.send_signal(signum))
+                for sig in (signal.SIGTERM, signal.SIGINT)
+            }
+            try:
+                assert process.stdout is not None
+                _copy(process.stdout, [log, echo])
+                code = process.wait()
+            finally:
+                for sig, handler in previous.items():
+                    signal.signal(sig, handler)
+    except OSError as err:
+        grade = Grade(Outcome.INFRA_ERROR, REPORTED, message=f"cannot run the agent: {err}")
+        code = 127
+    else:
+        code = 128 - code if code < 0 else code
+        grade = _agent_grade(code)
+        if grader is not None and code != _INFRA:
+            grade = run_grader(grader, transcript)
+    if result_path:
+        text = result_json(grade, agent_exit_code=code, transcript=_tail(transcript))
+        with contextlib.suppress(OSError), open(result_path, "w") as handle:
+            handle.write(text)
+    return EXIT_FOR[grade.outcome]
