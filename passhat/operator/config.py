@@ -1,0 +1,41 @@
+"""The operator's tunables in one frozen object, so tests can shrink every timing.
+
+The reconcile loop, the handlers and the kube wrapper read their timings and limits from
+an `OperatorConfig`; `passhat operator` builds one from its flags, tests build one with
+short intervals. Defaults are what a production install wants.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["OperatorConfig"]
+
+
+@dataclass(frozen=True)
+class OperatorConfig:
+    """Timings (seconds) and limits of the reconcile loop."""
+
+    # Refuse privileged / host-namespace / hostPath templates unless this is set.
+    allow_privileged_trials: bool = False
+    # A pass runs at least this often even when no pod event arrives.
+    resync_interval_s: float = 3.0
+    # Passes of one eval are at least this far apart (wake-ups in between coalesce).
+    min_pass_interval_s: float = 0.3
+    # After a failed pass (API down, ...) the next one waits this long.
+    error_backoff_s: float = 2.0
+    # A non-terminal pod this long past its deletionTimestamp counts as infra_error/deleted.
+    deleted_pod_grace_s: float = 30.0
+    # A waiting image/config error counts only after this long (see classify_pod).
+    image_error_grace_s: float = 60.0
+    # InfraErrorsHigh is True above this infra-error rate.
+    infra_error_threshold: float = 0.2
+    # Lists capped in status (full lists in `passhat report`).
+    max_listed_tasks: int = 50
+    # Parallel API writes (creates, finalizer releases, deletes) per operator.
+    write_threads: int = 16
+    # Per-request timeout and the retry budget of one API call on 5xx / connection errors.
+    request_timeout_s: float = 30.0
+    request_retries: int = 5
+    # User agent of the operator's API calls (the benchmark counts writes by it).
+    user_agent: str = "passhat-operator"

@@ -1,0 +1,298 @@
+"""Kubernetes API access for the reconcile loop: raw JSON in and out, retried, parallel.
+
+The loop needs a handful of calls (get an eval, list its pods, create a pod, write status
+with a resourceVersion precondition, release a finalizer, delete a pod, read a ConfigMap)
+and it needs them fast: the benchmark compares the operator with the Job controller, so
+nothing here deserializes into client models, every call reads straight from the API
+server (never a possibly-stale cache: the exactly-once argument depends on it), and the
+writes of one pass go out in parallel on a thread pool.
+
+`EvalApi` is the protocol the loop codes against; `Kube` implements it over the
+`kubernetes` client's REST layer, and the unit tests implement it in memory. Transient
+failures (5xx, 429, connection errors: the API server restarting) are retried a few times
+here; anything longer fails the pass, which the loop simply runs again later.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import random
+import time
+import urllib.parse
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Protocol, TypeVar
+
+import urllib3
+
+from passhat import metrics
+from passhat.api.spec import GROUP, VERSION
+from passhat.operator.config import OperatorConfig
+from passhat.operator.pods import FINALIZER, LABEL_EVAL_UID
+
+__all__ = ["ApiError", "Conflict", "EvalApi", "Kube", "load_client_config"]
+
+logger = logging.getLogger(__name__)
+
+PLURAL = "consistencyevals"
+T = TypeVar("T")
+
+
+class ApiError(Exception):
+    """An API call failed for good (after retries, or a non-retryable status)."""
+
+    def __init__(self, verb: str, status: int, message: str) -> None:
+        self.verb = verb
+        self.status = status
+        super().__init__(f"{verb}: HTTP {status}: {message}")
+
+
+class Conflict(ApiError):
+    """409: the object changed since it was read (a stale status write)."""
+
+
+class EvalApi(Protocol):
+    """What the reconcile loop asks of the API server (all JSON dicts, camelCase)."""
+
+    def get_eval(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """The eval as stored now; None when it does not exist."""
+        ...
+
+    def list_pods(self, namespace: str, eval_uid: str) -> list[dict[str, Any]]:
+        """Every pod labelled with this eval's uid, read from the API server."""
+        ...
+
+    def get_config_map(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """A ConfigMap; None when it does not exist."""
+        ...
+
+    def patch_eval_status(
+        self, namespace: str, name: str, resource_version: str, status: Mapping[str, Any]
+    ) -> dict[str, Any]:
+        """Merge-patch `status` if the eval is still at `resource_version`; else Conflict."""
+        ...
+
+    def create_pods(self, namespace: str, pods: Sequence[Mapping[str, Any]]) -> None:
+        """Create pods in parallel; one that already exists (same name) is fine."""
+        ...
+
+    def release_pods(self, namespace: str, pods: Sequence[Mapping[str, Any]]) -> None:
+        """Remove our finalizer from each pod, then delete it (in parallel; gone is fine)."""
+        ...
+
+
+def load_client_config(kubeconfig: str | None = None) -> Any:
+    """A `kubernetes.client.Configuration` from a kubeconfig file or the in-cluster one."""
+    from kubernetes import client, config
+
+    configuration = client.Configuration()
+    try:
+        config.load_kube_config(  # type: ignore[no-untyped-call]
+            config_file=kubeconfig, client_configuration=configuration
+        )
+    except config.ConfigException:
+        if kubeconfig is not None:
+            raise
+        config.load_incluster_config(  # type: ignore[no-untyped-call]
+            client_configuration=configuration
+        )
+    return configuration
+
+
+def _retryable(status: int) -> bool:
+    return status == 429 or status >= 500
+
+
+class Kube:
+    """`EvalApi` over the kubernetes client's REST layer, raw JSON, retried, parallel."""
+
+    def __init__(self, configuration: Any, config: OperatorConfig | None = None) -> None:
+        from kubernetes import client
+
+        self._config = config or OperatorConfig()
+        configuration.connection_pool_maxsize = max(
+            getattr(configuration, "connection_pool_maxsize", 0) or 0,
+            self._config.write_threads + 8,
+        )
+        self._client = client.ApiClient(configuration)
+        self._client.user_agent = self._config.user_agent
+        self._pool = ThreadPoolExecutor(
+            max_workers=self._config.write_threads, thread_name_prefix="passhat-kube"
+        )
+
+    def close(self) -> None:
+        """Stop the write pool and close connections."""
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        self._client.close()  # type: ignore[no-untyped-call]
+
+    # -- the raw call ---------------------------------------------------------------------
+
+    def _request(
+        self,
+        verb: str,
+        method: str,
+        path: str,
+        *,
+        query: Mapping[str, str] | None = None,
+        body: Any = None,
+        content_type: str = "application/json",
+        ok_statuses: tuple[int, ...] = (),
+    ) -> tuple[int, Any]:
+        """(status, parsed JSON body); retries transient failures; raises ApiError."""
+        url_path = path + ("?" + urllib.parse.urlencode(query) if query else "")
+        attempts = self._config.request_retries + 1
+        for attempt in range(attempts):
+            try:
+                status, data = self._once(method, url_path, body, content_type)
+            except (urllib3.exceptions.HTTPError, OSError) as err:
+                status, data = 0, {"message": f"{type(err).__name__}: {err}"}
+            if 200 <= status < 300 or status in ok_statuses:
+                return status, data
+            if status != 0 and not _retryable(status):
+                break
+            metrics.observe_api_error(verb)
+            if attempt + 1 < attempts:
+                time.sleep(min(0.2 * 2**attempt, 3.0) * (0.5 + random.random()))
+        message = data.get("message", "") if isinstance(data, dict) else str(data)[:200]
+        if status != 0 and not _retryable(status):
+            metrics.observe_api_error(verb)
+        error = Conflict if status == 409 else ApiError
+        raise error(verb, status, message)
+
+    def _once(self, method: str, url_path: str, body: Any, content_type: str) -> tuple[int, Any]:
+        headers = {"Accept": "application/json", "Content-Type": content_type}
+        method, url, headers, serialized, _ = self._client.param_serialize(
+            method=method,
+            resource_path=url_path,
+            header_params=headers,
+            body=body,
+            auth_settings=["BearerToken"],
+        )
+        response = self._client.call_api(
+            method,
+            url,
+            header_params=headers,
+            body=serialized,
+            _request_timeout=self._config.request_timeout_s,
+        )
+        try:
+            raw = response.read()  # type: ignore[no-untyped-call]
+        finally:
+            response.response.release_conn()
+        try:
+            data = json.loads(raw) if raw else {}
+        except ValueError:
+            data = {"message": raw[:200].decode(errors="replace")}
+        return int(response.status), data
+
+    # -- EvalApi ----------------------------------------------------------------------------
+
+    def _eval_path(self, namespace: str, name: str) -> str:
+        return f"/apis/{GROUP}/{VERSION}/namespaces/{namespace}/{PLURAL}/{name}"
+
+    def get_eval(self, namespace: str, name: str) -> dict[str, Any] | None:
+        status, data = self._request(
+            "get", "GET", self._eval_path(namespace, name), ok_statuses=(404,)
+        )
+        return None if status == 404 else dict(data)
+
+    def list_pods(self, namespace: str, eval_uid: str) -> list[dict[str, Any]]:
+        _, data = self._request(
+            "list",
+            "GET",
+            f"/api/v1/namespaces/{namespace}/pods",
+            query={"labelSelector": f"{LABEL_EVAL_UID}={eval_uid}"},
+        )
+        return list(data.get("items") or [])
+
+    def get_config_map(self, namespace: str, name: str) -> dict[str, Any] | None:
+        status, data = self._request(
+            "get",
+            "GET",
+            f"/api/v1/namespaces/{namespace}/configmaps/{name}",
+            ok_statuses=(404,),
+        )
+        return None if status == 404 else dict(data)
+
+    def patch_eval_status(
+        self, namespace: str, name: str, resource_version: str, status: Mapping[str, Any]
+    ) -> dict[str, Any]:
+        body = {"metadata": {"resourceVersion": resource_version}, "status": dict(status)}
+        _, data = self._request(
+            "patch",
+            "PATCH",
+            self._eval_path(namespace, name) + "/status",
+            body=body,
+            content_type="application/merge-patch+json",
+        )
+        return dict(data)
+
+    def create_pods(self, namespace: str, pods: Sequence[Mapping[str, Any]]) -> None:
+        self._parallel([functools.partial(self._create_pod, namespace, pod) for pod in pods])
+
+    def release_pods(self, namespace: str, pods: Sequence[Mapping[str, Any]]) -> None:
+        self._parallel([functools.partial(self._release_pod, namespace, pod) for pod in pods])
+
+    # -- helpers ----------------------------------------------------------------------------
+
+    def _parallel(self, calls: Sequence[Callable[[], None]]) -> None:
+        """Run calls on the write pool; re-raise the first failure after all finished."""
+        if len(calls) == 1:
+            calls[0]()
+            return
+        futures = [self._pool.submit(call) for call in calls]
+        errors = [err for future in futures if (err := future.exception()) is not None]
+        if errors:
+            raise errors[0]
+
+    def _create_pod(self, namespace: str, pod: Mapping[str, Any]) -> None:
+        self._request(
+            "create",
+            "POST",
+            f"/api/v1/namespaces/{namespace}/pods",
+            body=dict(pod),
+            ok_statuses=(409,),
+        )
+
+    def _release_pod(self, namespace: str, pod: Mapping[str, Any]) -> None:
+        """Remove exactly our finalizer (a `test` op guards the index), then delete."""
+        meta = pod.get("metadata") or {}
+        name = str(meta.get("name"))
+        path = f"/api/v1/namespaces/{namespace}/pods/{name}"
+        current: Mapping[str, Any] | None = pod
+        for _ in range(5):
+            finalizers = list((current or {}).get("metadata", {}).get("finalizers") or [])
+            if FINALIZER not in finalizers:
+                break
+            index = finalizers.index(FINALIZER)
+            ops = [
+                {"op": "test", "path": f"/metadata/finalizers/{index}", "value": FINALIZER},
+                {"op": "remove", "path": f"/metadata/finalizers/{index}"},
+            ]
+            status, _ = self._request(
+                "patch",
+                "PATCH",
+                path,
+                body=ops,
+                content_type="application/json-patch+json",
+                ok_statuses=(404, 422),
+            )
+            if status != 422:
+                if status == 404:
+                    return
+                break
+            # NB: 422 = the test op failed: the finalizer list changed; read it again.
+            status, current = self._request("get", "GET", path, ok_statuses=(404,))
+            if status == 404:
+                return
+        if meta.get("deletionTimestamp") is None:
+            precondition = {"preconditions": {"uid": meta.get("uid")}} if meta.get("uid") else {}
+            self._request(
+                "delete",
+                "DELETE",
+                path,
+                body={"kind": "DeleteOptions", "apiVersion": "v1", **precondition},
+                ok_statuses=(404, 409),
+            )
