@@ -10,7 +10,7 @@ Deployment with one replica) until SIGTERM / SIGINT.
 from __future__ import annotations
 
 import asyncio
-import importlib
+import dataclasses
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -21,11 +21,9 @@ from passhat.api.errors import UsageError
 from passhat.operator.config import OperatorConfig
 from passhat.operator.server import DEFAULT_METRICS_PORT, OperatorServer
 
-__all__ = ["OperatorOptions", "run_operator"]
+__all__ = ["OperatorOptions", "config_with", "run_operator"]
 
 logger = logging.getLogger(__name__)
-
-HANDLERS_MODULE = "passhat.operator.handlers"
 
 
 @dataclass(frozen=True)
@@ -37,8 +35,36 @@ class OperatorOptions:
     metrics_host: str = "0.0.0.0"
     allow_privileged_trials: bool = False
     instance: str | None = None
+    kubeconfig: str | None = None
     verbose: bool = False
     config: OperatorConfig = field(default_factory=OperatorConfig)
+
+
+def config_with(settings: Sequence[str], base: OperatorConfig | None = None) -> OperatorConfig:
+    """`base` with `NAME=VALUE` settings applied (`--set resync_interval_s=1`).
+
+    Raises UsageError naming the setting for an unknown name or a value of the wrong type.
+    """
+    config = base if base is not None else OperatorConfig()
+    fields = {f.name: f for f in dataclasses.fields(OperatorConfig)}
+    changes: dict[str, object] = {}
+    for setting in settings:
+        name, sep, text = setting.partition("=")
+        name = name.strip().replace("-", "_")
+        if not sep or name not in fields:
+            known = ", ".join(sorted(fields))
+            raise UsageError(f"--set {setting}: expected NAME=VALUE with NAME one of {known}")
+        kind = type(getattr(config, name))
+        try:
+            if kind is bool:
+                if text.lower() not in ("true", "false", "1", "0"):
+                    raise ValueError(text)
+                changes[name] = text.lower() in ("true", "1")
+            else:
+                changes[name] = kind(text)
+        except ValueError:
+            raise UsageError(f"--set {setting}: {text!r} is not a valid {kind.__name__}") from None
+    return dataclasses.replace(config, **changes)  # type: ignore[arg-type]
 
 
 def run_operator(options: OperatorOptions) -> None:
@@ -48,11 +74,13 @@ def run_operator(options: OperatorOptions) -> None:
     """
     if not 0 <= options.metrics_port <= 65535:
         raise UsageError(f"--metrics-port {options.metrics_port}: must be 0..65535")
-    config = OperatorConfig(
-        **{**vars(options.config), "allow_privileged_trials": options.allow_privileged_trials}
+    config = dataclasses.replace(
+        options.config, allow_privileged_trials=options.allow_privileged_trials
     )
     kopf.configure(verbose=options.verbose)
-    handlers = importlib.import_module(HANDLERS_MODULE)
+    from passhat.operator import handlers  # NB: importing registers the kopf handlers
+
+    handlers.configure(config, kubeconfig=options.kubeconfig)
     try:
         server = OperatorServer(port=options.metrics_port, host=options.metrics_host)
     except OSError as err:
@@ -68,19 +96,16 @@ def run_operator(options: OperatorOptions) -> None:
         "; privileged trial templates allowed" if config.allow_privileged_trials else "",
     )
     with server:
-        asyncio.run(_serve(options, config, handlers, server))
+        asyncio.run(_serve(options, server))
 
 
-async def _serve(
-    options: OperatorOptions, config: OperatorConfig, handlers: object, server: OperatorServer
-) -> None:
+async def _serve(options: OperatorOptions, server: OperatorServer) -> None:
     server.health.attach(asyncio.get_running_loop())
     try:
         await kopf.operator(
             standalone=True,
             clusterwide=not options.namespaces,
             namespaces=list(options.namespaces),
-            memo=kopf.Memo(config=config, instance=options.instance),
         )
     finally:
         server.health.stop()
