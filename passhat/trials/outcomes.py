@@ -21,6 +21,7 @@ __all__ = [
     "NODE_LOST",
     "OOM_KILLED",
     "PREEMPTED",
+    "REJECTED",
     "REPORTED",
     "RESULT",
     "TIMEOUT",
@@ -50,6 +51,8 @@ EVICTED = "evicted"
 PREEMPTED = "preempted"
 # infra_error: the node went away (shutdown, lost, deleted by the taint manager or pod GC)
 NODE_LOST = "node_lost"
+# infra_error: the kubelet refused to admit the pod (OutOfcpu, UnexpectedAdmissionError, ...)
+REJECTED = "rejected"
 # infra_error: the container's end is unknown (ContainerStatusUnknown; its exit code is made up)
 LOST = "lost"
 # infra_error: the pod was deleted before it reached a terminal state
