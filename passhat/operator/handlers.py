@@ -1,0 +1,234 @@
+"""The kopf wiring: one daemon per ConsistencyEval, pod events that only wake it.
+
+kopf gives the operator its watch streams and one long-lived daemon per eval; everything
+that decides an outcome lives in `loop.EvalLoop`. The daemon is the eval's only writer: it
+runs a pass (in a thread: the API calls block), then sleeps until a pod of that eval
+changes, the resync interval passes, or the eval goes away. Pod events carry no data into
+the loop; they only set the eval's wake-up event, so a missed or duplicated event cannot
+change what is counted. Deleting an eval releases its pods' finalizers (`on.delete`), so
+garbage collection can remove them.
+
+kopf keeps its own bookkeeping in `passhat.dev/` annotations and never writes `status`,
+which belongs to the loop. `configure()` must be called before kopf starts (the
+`passhat operator` command does it); `OperatorRuntime` holds what the handlers share.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import functools
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
+
+import kopf
+
+from passhat import metrics
+from passhat.api.spec import GROUP, VERSION
+from passhat.operator import events
+from passhat.operator.config import OperatorConfig
+from passhat.operator.kube import PLURAL, EvalApi, Kube, load_client_config
+from passhat.operator.loop import EvalLoop, PassState, Recorded
+from passhat.operator.pods import FINALIZER, LABEL_EVAL_UID, EvalRef
+
+__all__ = ["EVAL_FINALIZER", "OperatorRuntime", "configure", "runtime"]
+
+logger = logging.getLogger(__name__)
+
+# kopf's finalizer on evals (held while the daemon runs and until pods are released).
+EVAL_FINALIZER = "passhat.dev/operator"
+T = TypeVar("T")
+
+
+class OperatorRuntime:
+    """What the handlers share: config, the API wrapper, wake-up events, per-eval locks."""
+
+    def __init__(self) -> None:
+        self.config = OperatorConfig()
+        self.kubeconfig: str | None = None
+        self._api: EvalApi | None = None
+        self._passes: ThreadPoolExecutor | None = None
+        self.wakers: dict[str, asyncio.Event] = {}
+        self._locks: dict[str, threading.Lock] = {}
+        self._locks_guard = threading.Lock()
+
+    @property
+    def api(self) -> EvalApi:
+        """The API wrapper (made on first use from the kubeconfig / in-cluster config)."""
+        if self._api is None:
+            self._api = Kube(load_client_config(self.kubeconfig), self.config)
+        return self._api
+
+    def set_api(self, api: EvalApi) -> None:
+        """Use `api` instead of a real API server (tests)."""
+        self._api = api
+
+    def lock(self, uid: str) -> threading.Lock:
+        """The lock a pass and the deletion handler of one eval both hold."""
+        with self._locks_guard:
+            return self._locks.setdefault(uid, threading.Lock())
+
+    def forget(self, uid: str) -> None:
+        """Drop an eval's lock and waker (it was deleted)."""
+        with self._locks_guard:
+            self._locks.pop(uid, None)
+        self.wakers.pop(uid, None)
+
+    async def in_thread(self, fn: Callable[[], T]) -> T:
+        """Run blocking `fn` on the pass pool, keeping kopf's context (for kopf.event)."""
+        if self._passes is None:
+            self._passes = ThreadPoolExecutor(max_workers=8, thread_name_prefix="passhat-pass")
+        context = contextvars.copy_context()
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._passes, functools.partial(context.run, fn))
+
+
+runtime = OperatorRuntime()
+
+
+def configure(config: OperatorConfig, *, kubeconfig: str | None = None) -> None:
+    """Set the operator's config before kopf starts (`passhat operator` calls this)."""
+    runtime.config = config
+    runtime.kubeconfig = kubeconfig
+
+
+@kopf.on.startup()
+def _settings(settings: kopf.OperatorSettings, **_: Any) -> None:
+    """kopf stores its state in passhat.dev annotations and watches only trial pods."""
+    settings.persistence.finalizer = EVAL_FINALIZER
+    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=GROUP)
+    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
+        prefix=GROUP, key="last-handled-configuration"
+    )
+    # NB: server-side filter: the operator never receives events of other pods.
+    settings.watching.label_selectors["v1", "pods"] = LABEL_EVAL_UID
+    # Handler successes are not worth an API write each; our own Events say what matters.
+    settings.posting.level = logging.WARNING
+    settings.execution.max_workers = 16
+
+
+def _ref(meta: Mapping[str, Any]) -> EvalRef:
+    return EvalRef(str(meta.get("namespace")), str(meta.get("name")), str(meta.get("uid")))
+
+
+def _on_recorded(ref: EvalRef, item: Recorded) -> None:
+    metrics.observe_trial(
+        ref.namespace,
+        ref.name,
+        outcome=str(item.verdict.outcome),
+        reason=item.verdict.reason,
+        duration_s=item.duration_s,
+    )
+
+
+def _on_status(ref: EvalRef, status: Mapping[str, Any]) -> None:
+    metrics.observe_status(ref.namespace, ref.name, status)
+
+
+@kopf.daemon(GROUP, VERSION, PLURAL, cancellation_timeout=10.0)
+async def run_eval(
+    meta: kopf.Meta, stopped: kopf.DaemonStopped, logger: kopf.Logger, **_: Any
+) -> None:
+    """The eval's only writer: run passes until it is finished, deleted or stopped."""
+    ref = _ref(meta)
+    config = runtime.config
+    wake = runtime.wakers.setdefault(ref.uid, asyncio.Event())
+    loop = EvalLoop(
+        runtime.api,
+        ref,
+        config=config,
+        post_event=events.post,
+        on_recorded=_on_recorded,
+        on_status=_on_status,
+    )
+    lock = runtime.lock(ref.uid)
+
+    def one_pass() -> PassState:
+        with lock:
+            started = time.monotonic()
+            try:
+                return loop.run_pass().state
+            finally:
+                metrics.RECONCILE_DURATION_SECONDS.observe(time.monotonic() - started)
+
+    try:
+        while not stopped:
+            wake.clear()
+            started = time.monotonic()
+            try:
+                state = await runtime.in_thread(one_pass)
+            except Exception as err:  # NB: level-triggered: the next pass starts over
+                logger.warning(f"pass failed, retrying in {config.error_backoff_s}s: {err}")
+                await _sleep(wake, stopped, config.error_backoff_s, wake_early=False)
+                continue
+            if state is PassState.DONE:
+                logger.info("eval finished; its daemon stops")
+                return
+            if state is PassState.CONFLICT:
+                continue
+            await _sleep(wake, stopped, config.resync_interval_s, wake_early=True)
+            # Coalesce a burst of pod events into one pass.
+            rest = config.min_pass_interval_s - (time.monotonic() - started)
+            if rest > 0 and not stopped:
+                await asyncio.sleep(rest)
+    finally:
+        if runtime.wakers.get(ref.uid) is wake:
+            runtime.wakers.pop(ref.uid, None)
+
+
+async def _sleep(
+    wake: asyncio.Event, stopped: kopf.DaemonStopped, timeout: float, *, wake_early: bool
+) -> None:
+    """Sleep up to `timeout`, or until woken (if `wake_early`) or stopped."""
+    waiters: list[asyncio.Future[Any]] = [asyncio.ensure_future(stopped.wait())]
+    if wake_early:
+        waiters.append(asyncio.ensure_future(wake.wait()))
+    try:
+        await asyncio.wait(waiters, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for waiter in waiters:
+            waiter.cancel()
+
+
+@kopf.on.delete(GROUP, VERSION, PLURAL)
+def release_on_delete(meta: kopf.Meta, logger: kopf.Logger, **_: Any) -> None:
+    """Release the finalizers of a deleted eval's pods (garbage collection removes them)."""
+    ref = _ref(meta)
+    waker = runtime.wakers.get(ref.uid)
+    if waker is not None:
+        waker.set()
+    with runtime.lock(ref.uid):
+        pods = runtime.api.list_pods(ref.namespace, ref.uid)
+        if pods:
+            runtime.api.release_pods(ref.namespace, pods)
+    logger.info(f"released {len(pods)} trial pods")
+    metrics.forget_eval(ref.namespace, ref.name)
+    events.RETRY_LIMITER.forget(ref.namespace, ref.name)
+    runtime.forget(ref.uid)
+
+
+@kopf.on.event("", "v1", "pods", labels={LABEL_EVAL_UID: kopf.PRESENT})
+async def wake_eval(labels: kopf.Labels, meta: kopf.Meta, namespace: str | None, **_: Any) -> None:
+    """A trial pod changed: wake its eval's daemon (the pass reads everything itself)."""
+    uid = labels.get(LABEL_EVAL_UID, "")
+    waker = runtime.wakers.get(uid)
+    if waker is not None:
+        waker.set()
+        return
+    if meta.get("deletionTimestamp") and FINALIZER in (meta.get("finalizers") or []):
+        await runtime.in_thread(lambda: _release_orphan(namespace or "", meta, uid))
+
+
+def _release_orphan(namespace: str, meta: Mapping[str, Any], uid: str) -> None:
+    """A deleted pod whose eval is gone (e.g. its finalizer was stripped): let it go."""
+    owner = next((ref for ref in meta.get("ownerReferences") or [] if ref.get("uid") == uid), None)
+    if owner is None:
+        return
+    body = runtime.api.get_eval(namespace, str(owner.get("name")))
+    if body is None or (body.get("metadata") or {}).get("uid") != uid:
+        logger.info("releasing orphaned trial pod %s/%s", namespace, meta.get("name"))
+        runtime.api.release_pods(namespace, [{"metadata": dict(meta)}])

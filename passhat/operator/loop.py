@@ -1,0 +1,486 @@
+"""One reconcile pass of one eval: the level-triggered loop that makes accounting exact.
+
+A pass reads everything it decides on from the API server, never from memory:
+
+1. GET the eval (spec, `status.ledger`, resourceVersion).
+2. LIST its pods by the eval-uid label (a consistent read, not a cache).
+3. For each pod: an attempt the ledger already holds is only cleaned up (finalizer
+   released, pod deleted); the slot's current attempt is classified and, once terminal,
+   recorded in the ledger (final unless a retryable infra error).
+4. If anything changed, write the whole status ONCE, as a merge patch on the status
+   subresource carrying the resourceVersion read in step 1: a 409 means someone else
+   wrote in between, and the pass is dropped and run again from step 1.
+5. Only after that write: release the finalizers of the recorded pods, then delete them.
+6. Create the pods of slots that are not final and have no pod for their current attempt,
+   up to `parallelism` live pods (deterministic names: re-creating is a harmless 409).
+
+The operator may die between any two API calls. Every step is safe to repeat: the ledger
+refuses an attempt it already holds, a pod cannot vanish before its outcome is in status
+(our finalizer), and a slot whose current attempt has no pod was simply never created --
+so it is created now, under the same name. An outcome is never inferred from a missing
+pod. The only in-memory state is retry backoff and the first-attempt ConfigError counts;
+losing them on a restart means retrying sooner, never counting differently.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import Enum
+from typing import Any
+
+from passhat.api import conditions as cond
+from passhat.api.errors import SpecError
+from passhat.api.load import parse_spec, resolve_tasks
+from passhat.api.spec import EvalSpec, Task, template_safety_problems
+from passhat.operator import events
+from passhat.operator.config import OperatorConfig
+from passhat.operator.kube import Conflict, EvalApi
+from passhat.operator.pods import EvalRef, PodKey, build_pod, pod_key
+from passhat.operator.status import (
+    StatusInputs,
+    build_status,
+    config_error_status,
+    is_terminal,
+)
+from passhat.trials.classify_pod import classify_pod, verdict_for_vanished_pod
+from passhat.trials.ledger import LedgerError, SlotLedger
+from passhat.trials.outcomes import CONFIG_ERROR, IMAGE_ERROR, Verdict
+from passhat.trials.retry import RetryPlan
+
+__all__ = ["EvalLoop", "PassResult", "PassState", "Recorded"]
+
+logger = logging.getLogger(__name__)
+
+
+class PassState(Enum):
+    """What the daemon should do after a pass."""
+
+    # More work may come: wait for a wake-up or the resync interval.
+    CONTINUE = "continue"
+    # The status changed under us (409): run the pass again now.
+    CONFLICT = "conflict"
+    # Finished for good (complete, failed, deleted, or gone): the daemon may stop.
+    DONE = "done"
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """One attempt folded into the ledger by a pass (reported once its status is written)."""
+
+    task_id: str
+    key: PodKey
+    verdict: Verdict
+    final: bool
+    duration_s: float | None
+    retry_delay_s: float
+
+
+@dataclass
+class PassResult:
+    """What a pass did; `status` is the status it wrote (None when it wrote none)."""
+
+    state: PassState
+    recorded: list[Recorded] = field(default_factory=list)
+    created: int = 0
+    released: int = 0
+    status: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class _Resolved:
+    spec: EvalSpec
+    tasks: list[Task]
+
+
+class _ConfigProblem(Exception):
+    def __init__(self, message: str, *, reason: str, terminal: bool) -> None:
+        super().__init__(message)
+        self.message = message
+        self.reason = reason
+        self.terminal = terminal
+
+
+def _parse_time(value: Any) -> float | None:
+    if not isinstance(value, str):
+        return None
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+def _duration(pod: Mapping[str, Any]) -> float | None:
+    statuses = (pod.get("status") or {}).get("containerStatuses") or []
+    for item in statuses:
+        terminated = (item.get("state") or {}).get("terminated") or {}
+        start, end = (
+            _parse_time(terminated.get("startedAt")),
+            _parse_time(terminated.get("finishedAt")),
+        )
+        if start is not None and end is not None:
+            return max(0.0, end - start)
+    return None
+
+
+class EvalLoop:
+    """The reconcile loop of one eval; `run_pass()` is one level-triggered pass."""
+
+    def __init__(
+        self,
+        api: EvalApi,
+        ref: EvalRef,
+        *,
+        config: OperatorConfig | None = None,
+        clock: Callable[[], float] = time.time,
+        post_event: Callable[[Mapping[str, Any], events.Event], None] | None = None,
+        on_recorded: Callable[[EvalRef, Recorded], None] | None = None,
+        on_status: Callable[[EvalRef, Mapping[str, Any]], None] | None = None,
+    ) -> None:
+        self.api = api
+        self.ref = ref
+        self.config = config or OperatorConfig()
+        self._clock = clock
+        self._post_event = post_event
+        self._on_recorded = on_recorded
+        self._on_status = on_status
+        self._resolved: tuple[int, _Resolved] | None = None
+        # In memory only (a restart forgets them; see the module docstring):
+        self._not_before: dict[tuple[int, int], float] = {}
+        self._first_ended: set[tuple[int, int]] = set()
+        self._first_config_errors: set[tuple[int, int]] = set()
+        self._first_config_message = ""
+
+    # -- spec and tasks -------------------------------------------------------------------
+
+    def _resolve(self, body: Mapping[str, Any], started: bool) -> _Resolved:
+        generation = int((body.get("metadata") or {}).get("generation") or 0)
+        if self._resolved is not None and self._resolved[0] == generation:
+            return self._resolved[1]
+        try:
+            spec = parse_spec(body.get("spec"))
+        except SpecError as err:
+            raise _ConfigProblem(str(err), reason=cond.REASON_INVALID_SPEC, terminal=True) from None
+        if not self.config.allow_privileged_trials:
+            problems = template_safety_problems(spec.trial.template)
+            if problems:
+                message = "; ".join(problems) + (
+                    " (the operator runs without --allow-privileged-trials)"
+                )
+                raise _ConfigProblem(message, reason=cond.REASON_UNSAFE_TEMPLATE, terminal=True)
+        config_maps: dict[str, dict[str, str]] = {}
+        for source in spec.tasks_from or []:
+            config_map = self.api.get_config_map(self.ref.namespace, source.config_map)
+            if config_map is not None:
+                config_maps[source.config_map] = dict(config_map.get("data") or {})
+        try:
+            tasks = resolve_tasks(spec, config_maps)
+        except SpecError as err:
+            # NB: before any trial ran the user may still create or fix the ConfigMap.
+            raise _ConfigProblem(
+                str(err), reason=cond.REASON_TASKS_UNAVAILABLE, terminal=started
+            ) from None
+        resolved = _Resolved(spec, tasks)
+        self._resolved = (generation, resolved)
+        return resolved
+
+    # -- the pass ---------------------------------------------------------------------------
+
+    def run_pass(self) -> PassResult:
+        """One pass: read, fold finished pods in, write status once, clean up, create."""
+        api, ref, now = self.api, self.ref, self._clock()
+        body = api.get_eval(ref.namespace, ref.name)
+        meta = (body or {}).get("metadata") or {}
+        if body is None or meta.get("uid") != ref.uid or meta.get("deletionTimestamp"):
+            return PassResult(PassState.DONE)
+        rv = str(meta.get("resourceVersion"))
+        generation = int(meta.get("generation") or 0)
+        previous: Mapping[str, Any] = body.get("status") or {}
+        pods = api.list_pods(ref.namespace, ref.uid)
+
+        if is_terminal(previous):
+            # Finished before (maybe by an earlier process): only clean up leftovers.
+            if pods:
+                api.release_pods(ref.namespace, pods)
+            return PassResult(PassState.DONE, released=len(pods))
+
+        packed = previous.get("ledger")
+        try:
+            resolved = self._resolve(body, started=bool(packed))
+            ledger = self._load_ledger(packed, resolved)
+        except _ConfigProblem as problem:
+            return self._config_error(body, rv, generation, previous, pods, problem, now)
+
+        spec, tasks = resolved.spec, resolved.tasks
+        plan = RetryPlan.from_policy(spec.retry)
+        cleanup: list[Mapping[str, Any]] = []
+        live: set[tuple[int, int]] = set()
+        recorded: list[Recorded] = []
+        recorded_pods: list[Mapping[str, Any]] = []
+
+        for pod in pods:
+            key = pod_key(pod)
+            if key is None or key.task >= ledger.n_tasks or key.trial >= ledger.trials:
+                logger.warning("%s: pod %s has no valid slot labels", ref.name, _name(pod))
+                cleanup.append(pod)
+                continue
+            slot = (key.task, key.trial)
+            current = ledger.next_attempt(*slot)
+            if ledger.is_final(*slot) or key.attempt < current:
+                cleanup.append(pod)  # recorded before: only release and delete
+                continue
+            if key.attempt > current:
+                # NB: cannot happen (attempt a+1 is created only after a is in status);
+                # such a pod is not explainable by this ledger, so it is not counted.
+                logger.warning("%s: pod %s is ahead of the ledger", ref.name, _name(pod))
+                cleanup.append(pod)
+                continue
+            verdict = self._classify(pod, spec, now)
+            if verdict is None:
+                live.add(slot)
+                continue
+            final = plan.is_final(verdict, key.attempt)
+            ledger.record(key.task, key.trial, key.attempt, verdict, final=final)
+            delay = 0.0 if final else plan.delay(key.attempt)
+            recorded.append(
+                Recorded(tasks[key.task].id, key, verdict, final, _duration(pod), delay)
+            )
+            recorded_pods.append(pod)
+
+        first_attempt_problem = self._note_first_attempts(recorded, spec, ledger)
+        capacity = spec.parallelism - len(live)
+        to_create = [] if first_attempt_problem else self._plan_creates(ledger, live, capacity, now)
+
+        status: dict[str, Any] | None = None
+        if first_attempt_problem is not None:
+            status = config_error_status(
+                previous=previous,
+                message=first_attempt_problem,
+                reason=cond.REASON_FIRST_ATTEMPTS_FAILED,
+                terminal=True,
+                generation=generation,
+                now=now,
+            )
+            status["ledger"] = ledger.pack()
+        else:
+            status = build_status(
+                StatusInputs(
+                    spec=spec,
+                    task_ids=[task.id for task in tasks],
+                    ledger=ledger,
+                    running=len(live) + len(to_create),
+                    generation=generation,
+                    previous=previous,
+                    now=now,
+                    infra_error_threshold=self.config.infra_error_threshold,
+                    max_listed=self.config.max_listed_tasks,
+                )
+            )
+        patch = _status_patch(status, previous)
+        if patch is None:
+            status = None
+        else:
+            try:
+                api.patch_eval_status(ref.namespace, ref.name, rv, patch)
+            except Conflict:
+                return PassResult(PassState.CONFLICT)
+            self._after_write(body, previous, status, recorded, first_attempt_problem, now)
+
+        # From here on the recorded outcomes are safe in status.
+        release = pods if first_attempt_problem is not None else recorded_pods + cleanup
+        if release:
+            api.release_pods(ref.namespace, release)
+        if first_attempt_problem is not None:
+            return PassResult(PassState.DONE, recorded, 0, len(release), status)
+        if to_create:
+            api.create_pods(
+                ref.namespace,
+                [build_pod(eval_ref=ref, spec=spec, task=tasks[k.task], key=k) for k in to_create],
+            )
+        state = PassState.DONE if ledger.complete and not live else PassState.CONTINUE
+        return PassResult(state, recorded, len(to_create), len(release), status)
+
+    # -- pieces of the pass -------------------------------------------------------------------
+
+    def _load_ledger(self, packed: Any, resolved: _Resolved) -> SlotLedger:
+        n_tasks, trials = len(resolved.tasks), resolved.spec.trials
+        if not packed:
+            return SlotLedger(n_tasks, trials)
+        try:
+            ledger = SlotLedger.unpack(str(packed))
+        except LedgerError as err:
+            raise _ConfigProblem(
+                f"status.ledger: {err}", reason=cond.REASON_INVALID_SPEC, terminal=True
+            ) from None
+        if (ledger.n_tasks, ledger.trials) != (n_tasks, trials):
+            raise _ConfigProblem(
+                f"spec: the eval has {n_tasks} tasks x {trials} trials but its recorded "
+                f"ledger has {ledger.n_tasks} x {ledger.trials} (tasks changed after start)",
+                reason=cond.REASON_INVALID_SPEC,
+                terminal=True,
+            )
+        return ledger
+
+    def _classify(self, pod: Mapping[str, Any], spec: EvalSpec, now: float) -> Verdict | None:
+        verdict = classify_pod(
+            dict(pod),
+            grading=spec.grading,
+            timeout_is=spec.trial.timeout_is,
+            now=now,
+            image_error_grace_s=self.config.image_error_grace_s,
+        )
+        if verdict is not None:
+            return verdict
+        deleted_at = _parse_time((pod.get("metadata") or {}).get("deletionTimestamp"))
+        if deleted_at is not None and now > deleted_at + self.config.deleted_pod_grace_s:
+            # NB: deletionTimestamp already includes the grace period; a pod still not
+            # terminal well past it lost its kubelet (or was deleted by someone else).
+            return verdict_for_vanished_pod()
+        return None
+
+    def _note_first_attempts(
+        self, recorded: list[Recorded], spec: EvalSpec, ledger: SlotLedger
+    ) -> str | None:
+        """The ConfigError message when every first attempt so far hit an image/config error."""
+        for item in recorded:
+            if item.key.attempt != 0:
+                continue
+            slot = (item.key.task, item.key.trial)
+            self._first_ended.add(slot)
+            if item.verdict.reason in (IMAGE_ERROR, CONFIG_ERROR):
+                self._first_config_errors.add(slot)
+                self._first_config_message = item.verdict.message or item.verdict.reason
+        needed = min(spec.parallelism, ledger.slots)
+        ended, bad = len(self._first_ended), len(self._first_config_errors)
+        if ended and bad == ended and bad >= needed:
+            return (
+                f"spec.trial.template: every first attempt so far ({bad}) failed to start: "
+                f"{self._first_config_message}"
+            )
+        return None
+
+    def _plan_creates(
+        self, ledger: SlotLedger, live: set[tuple[int, int]], capacity: int, now: float
+    ) -> list[PodKey]:
+        keys: list[PodKey] = []
+        if capacity <= 0:
+            return keys
+        for slot in ledger.pending_slots():
+            if slot in live:
+                continue
+            if self._not_before.get(slot, 0.0) > now:
+                continue
+            keys.append(PodKey(slot[0], slot[1], ledger.next_attempt(*slot)))
+            if len(keys) >= capacity:
+                break
+        return keys
+
+    def _after_write(
+        self,
+        body: Mapping[str, Any],
+        previous: Mapping[str, Any],
+        status: Mapping[str, Any],
+        recorded: list[Recorded],
+        config_message: str | None,
+        now: float,
+    ) -> None:
+        """Side effects that must follow a successful status write, once per recorded item."""
+        for item in recorded:
+            slot = (item.key.task, item.key.trial)
+            if item.final:
+                self._not_before.pop(slot, None)
+            else:
+                self._not_before[slot] = now + item.retry_delay_s
+            if self._on_recorded is not None:
+                self._on_recorded(self.ref, item)
+            if item.verdict.is_infra_error:
+                if item.final:
+                    event = events.retries_exhausted(
+                        task_id=item.task_id,
+                        trial=item.key.trial,
+                        attempts=item.key.attempt + 1,
+                        reason=item.verdict.reason,
+                    )
+                else:
+                    event = events.trial_retried(
+                        task_id=item.task_id,
+                        trial=item.key.trial,
+                        attempt=item.key.attempt,
+                        reason=item.verdict.reason,
+                        delay_s=item.retry_delay_s,
+                        message=item.verdict.message,
+                    )
+                self._emit(body, event)
+        if self._on_status is not None:
+            self._on_status(self.ref, status)
+        if config_message is not None:
+            self._emit(body, events.config_error(field="", message=config_message))
+        elif is_terminal(status) and not is_terminal(previous):
+            self._emit(body, events.completed(status))
+            gate = status.get("gate")
+            if isinstance(gate, Mapping):
+                self._emit(
+                    body,
+                    events.gate_result(
+                        metric=str(gate["metric"]),
+                        k=int(gate["k"]),
+                        minimum=float(gate["min"]),
+                        value=float(gate["value"]),
+                        passed=bool(gate["passed"]),
+                    ),
+                )
+
+    def _config_error(
+        self,
+        body: Mapping[str, Any],
+        rv: str,
+        generation: int,
+        previous: Mapping[str, Any],
+        pods: list[dict[str, Any]],
+        problem: _ConfigProblem,
+        now: float,
+    ) -> PassResult:
+        status = config_error_status(
+            previous=previous,
+            message=problem.message,
+            reason=problem.reason,
+            terminal=problem.terminal,
+            generation=generation,
+            now=now,
+        )
+        written: dict[str, Any] | None = None
+        patch = _status_patch(status, previous)
+        if patch is not None:
+            try:
+                self.api.patch_eval_status(self.ref.namespace, self.ref.name, rv, patch)
+            except Conflict:
+                return PassResult(PassState.CONFLICT)
+            written = status
+            if self._on_status is not None:
+                self._on_status(self.ref, status)
+            self._emit(body, events.config_error(field="", message=problem.message))
+        if pods:
+            self.api.release_pods(self.ref.namespace, pods)
+        state = PassState.DONE if problem.terminal else PassState.CONTINUE
+        return PassResult(state, released=len(pods), status=written)
+
+    def _emit(self, body: Mapping[str, Any], event: events.Event) -> None:
+        if self._post_event is not None:
+            self._post_event(body, event)
+
+
+def _name(pod: Mapping[str, Any]) -> str:
+    return str((pod.get("metadata") or {}).get("name"))
+
+
+def _status_patch(new: Mapping[str, Any], old: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The merge patch turning status `old` into `new` (None when they are equal).
+
+    Keys of `old` that `new` lacks are set to null, which a merge patch deletes.
+    """
+    if dict(new) == dict(old):
+        return None
+    return {**{key: None for key in old if key not in new}, **new}

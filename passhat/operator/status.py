@@ -1,0 +1,237 @@
+"""The eval's `status`, computed from the ledger alone, so every pass writes it whole.
+
+Status is a pure function of (spec, tasks, ledger, live pods, previous conditions): the
+loop never patches a counter in place, it recomputes the summary from the ledger's
+per-task tallies with the same `passhat.stats.summarize_many` that `passhat score` uses.
+So a status written after an operator restart equals the one an uninterrupted run would
+have written. Lists are capped (`flaky`, `needMoreTrials`); the packed ledger keeps the
+full per-slot record, which `passhat report` expands.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from passhat.api import conditions as cond
+from passhat.api.spec import EvalSpec
+from passhat.api.status import (
+    PHASE_FAILED,
+    PHASE_PENDING,
+    PHASE_RUNNING,
+    PHASE_SUCCEEDED,
+    build_summary,
+)
+from passhat.stats import KSummary, summarize, summarize_many
+from passhat.trials.ledger import SlotLedger
+
+__all__ = [
+    "StatusInputs",
+    "build_status",
+    "condition_status",
+    "config_error_status",
+    "is_terminal",
+]
+
+_METRIC_FIELD = {
+    "passHatK": "pass_hat_k",
+    "passAtK": "pass_at_k",
+    "meanPassRate": "mean_pass_rate",
+}
+
+
+def condition_status(status: Mapping[str, Any], kind: str) -> str | None:
+    """The `status` ("True"/"False"/"Unknown") of condition `kind`, None when absent."""
+    for condition in status.get("conditions") or []:
+        if isinstance(condition, Mapping) and condition.get("type") == kind:
+            value = condition.get("status")
+            return str(value) if value is not None else None
+    return None
+
+
+def is_terminal(status: Mapping[str, Any]) -> bool:
+    """Whether the eval is finished for good: complete, or stopped by a ConfigError."""
+    if condition_status(status, cond.COMPLETE) == "True":
+        return True
+    return status.get("phase") == PHASE_FAILED and (
+        condition_status(status, cond.CONFIG_ERROR) == "True"
+    )
+
+
+@dataclass(frozen=True)
+class StatusInputs:
+    """What one pass knows when it writes status."""
+
+    spec: EvalSpec
+    task_ids: Sequence[str]
+    ledger: SlotLedger
+    running: int
+    generation: int
+    previous: Mapping[str, Any]
+    now: float
+    infra_error_threshold: float = 0.2
+    max_listed: int = 50
+
+
+def _conditions(previous: Mapping[str, Any]) -> list[dict[str, Any]]:
+    return [dict(c) for c in previous.get("conditions") or [] if isinstance(c, Mapping)]
+
+
+def _set(
+    conditions: list[dict[str, Any]],
+    kind: str,
+    value: bool,
+    reason: str,
+    message: str,
+    *,
+    generation: int,
+    now: float,
+) -> list[dict[str, Any]]:
+    return cond.set_condition(
+        conditions,
+        kind,
+        "True" if value else "False",
+        reason,
+        message,
+        generation=generation,
+        now=cond.timestamp(now),
+    )
+
+
+def _gate(spec: EvalSpec, by_k: Sequence[KSummary], tallies: Any) -> dict[str, Any] | None:
+    if spec.gate is None:
+        return None
+    gate = spec.gate
+    summary = next((s for s in by_k if s.k == gate.k), None) or summarize(tallies, gate.k)
+    value = float(getattr(summary, _METRIC_FIELD[gate.metric]))
+    return {
+        "metric": gate.metric,
+        "k": gate.k,
+        "min": gate.min,
+        "value": value,
+        "passed": value >= gate.min,
+    }
+
+
+def build_status(inputs: StatusInputs) -> dict[str, Any]:
+    """The whole `status` of an eval after a pass (camelCase, as written)."""
+    spec, ledger, previous, now = inputs.spec, inputs.ledger, inputs.previous, inputs.now
+    tallies = ledger.tallies(list(inputs.task_ids))
+    ks = spec.report_ks
+    by_k = summarize_many(tallies, ks)
+    first, last = min(by_k, key=lambda s: s.k), max(by_k, key=lambda s: s.k)
+    attempts = sum(t.attempts for t in tallies)
+    infra_rate = first.infra_error_rate
+    gate = _gate(spec, by_k, tallies)
+    complete = ledger.complete
+    running = min(inputs.running, ledger.pending)
+    generation = inputs.generation
+
+    conditions = _conditions(previous)
+    conditions = _set(
+        conditions,
+        cond.COMPLETE,
+        complete,
+        cond.REASON_ALL_FINAL if complete else cond.REASON_RUNNING,
+        f"{ledger.done}/{ledger.slots} trial slots final",
+        generation=generation,
+        now=now,
+    )
+    if attempts:
+        high = infra_rate > inputs.infra_error_threshold
+        conditions = _set(
+            conditions,
+            cond.INFRA_ERRORS_HIGH,
+            high,
+            cond.REASON_ABOVE_THRESHOLD if high else cond.REASON_BELOW_THRESHOLD,
+            f"infra-error rate {infra_rate:.3f} (threshold {inputs.infra_error_threshold:g})",
+            generation=generation,
+            now=now,
+        )
+    if gate is not None and complete:
+        conditions = _set(
+            conditions,
+            cond.GATE_PASSED,
+            bool(gate["passed"]),
+            cond.REASON_GATE_MET if gate["passed"] else cond.REASON_GATE_MISSED,
+            f"{gate['metric']} at k={gate['k']} is {gate['value']:.4f} (min {gate['min']:g})",
+            generation=generation,
+            now=now,
+        )
+    if condition_status(previous, cond.CONFIG_ERROR) == "True":
+        conditions = _set(
+            conditions,
+            cond.CONFIG_ERROR,
+            False,
+            cond.REASON_RESOLVED,
+            "the eval's tasks resolve",
+            generation=generation,
+            now=now,
+        )
+
+    if complete:
+        phase = PHASE_FAILED if gate is not None and not gate["passed"] else PHASE_SUCCEEDED
+    elif ledger.done or ledger.retries or running:
+        phase = PHASE_RUNNING
+    else:
+        phase = PHASE_PENDING
+
+    status: dict[str, Any] = {
+        "phase": phase,
+        "observedGeneration": generation,
+        "startTime": previous.get("startTime") or cond.timestamp(now),
+        "progress": {
+            "done": ledger.done,
+            "running": running,
+            "pending": ledger.pending - running,
+            "retries": ledger.retries,
+        },
+        "summary": build_summary(
+            by_k,
+            headline_k=spec.gate.k if spec.gate is not None else last.k,
+            infra_error_rate=infra_rate,
+        ),
+        "flaky": first.flaky[: inputs.max_listed],
+        "flakyCount": len(first.flaky),
+        "needMoreTrials": last.need_more_trials[: inputs.max_listed],
+        "needMoreTrialsCount": len(last.need_more_trials),
+        "conditions": conditions,
+        "ledger": ledger.pack(),
+    }
+    if gate is not None:
+        status["gate"] = gate
+    if complete:
+        status["completionTime"] = previous.get("completionTime") or cond.timestamp(now)
+    return status
+
+
+def config_error_status(
+    *,
+    previous: Mapping[str, Any],
+    message: str,
+    reason: str,
+    terminal: bool,
+    generation: int,
+    now: float,
+) -> dict[str, Any]:
+    """Status of an eval that cannot run as written: ConfigError=True naming the field.
+
+    `terminal` (the spec itself is wrong, or every first attempt hit an image/config
+    error) sets phase Failed for good; otherwise (tasks' ConfigMap missing before any
+    trial ran) the phase stays Pending and the loop keeps checking.
+    """
+    status = {key: value for key, value in previous.items() if key != "conditions"}
+    status["phase"] = PHASE_FAILED if terminal else PHASE_PENDING
+    status["observedGeneration"] = generation
+    status["message"] = message
+    status["conditions"] = _set(
+        _conditions(previous),
+        cond.CONFIG_ERROR,
+        True,
+        reason,
+        message,
+        generation=generation,
+        now=now,
+    )
+    return status

@@ -1,0 +1,335 @@
+"""Helpers for tests that run the real operator against the test cluster.
+
+Shared by the operator's fault tests, the surface tests and the benchmark smoke test:
+- `install_crd(kubectl)`: apply the generated CRD from `crds/` and wait until established.
+- `OperatorProcess`: `passhat operator` as a subprocess scoped to some namespaces, with its
+  log in a file, that can be SIGKILLed and started again.
+- `eval_manifest(...)`: a ConsistencyEval whose trials run on kwok nodes.
+- `Scripter`: decides how each kwok trial pod ends from its (task, trial, attempt).
+- `expected_ledger(...)`: the ledger a script implies, computed without the operator.
+- `get_eval`, `wait_for_condition`, `trial_pods`.
+
+How kwok trials are scripted: the template asks kwok to keep every pod running
+(`passhat.dev/fake-run-forever: "true"`, copied by the operator from the template); the
+`Scripter` thread lists the eval's pods and patches each new one's annotations with the
+exit code the script gives for its labels (and `fake-run-forever: "false"`), after which
+kwok's pod-complete stage ends the pod. So outcomes depend on (task, trial, attempt)
+only, never on timing, and the final status of a run is known in advance. The scripter
+keeps working while the operator is down (kills) and while the API server restarts.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import client
+from kubernetes.client.rest import ApiException
+
+from passhat.trials.ledger import SlotLedger
+from passhat.trials.outcomes import Outcome, Verdict
+
+REPO = Path(__file__).resolve().parents[2]
+GROUP, VERSION, PLURAL = "passhat.dev", "v1alpha1", "consistencyevals"
+CRD_FILE = REPO / "crds" / "consistencyevals.passhat.dev.yaml"
+KWOK_TOLERATION = {"key": "kwok.x-k8s.io/node", "operator": "Exists", "effect": "NoSchedule"}
+EVAL_UID_LABEL = "passhat.dev/eval-uid"
+SCRIPTED = "passhat.dev/scripted"
+
+# (task, trial, attempt) -> exit code of that attempt's pod (75 = infra error by default).
+Script = Callable[[int, int, int], int]
+
+
+def install_crd(kubectl: Callable[..., str]) -> None:
+    """Apply the ConsistencyEval CRD from crds/ and wait until it is established."""
+    kubectl("apply", "-f", str(CRD_FILE))
+    kubectl(
+        "wait",
+        "--for=condition=Established",
+        "--timeout=120s",
+        "crd/consistencyevals.passhat.dev",
+    )
+
+
+class OperatorProcess:
+    """`passhat operator` in a subprocess, watching `namespaces`, log in `log_path`."""
+
+    def __init__(
+        self,
+        *,
+        kubeconfig: Path,
+        namespaces: Iterable[str],
+        log_path: Path,
+        extra_args: Iterable[str] = (),
+    ) -> None:
+        self.kubeconfig = kubeconfig
+        self.namespaces = list(namespaces)
+        self.log_path = log_path
+        self.extra_args = list(extra_args)
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.starts = 0
+
+    def command(self) -> list[str]:
+        """The command line (the `passhat` entry point of this interpreter)."""
+        args = ["operator", "--metrics-port", "0", *self.extra_args]
+        for namespace in self.namespaces:
+            args += ["--namespace", namespace]
+        return [
+            sys.executable,
+            "-c",
+            "import sys; from passhat.cli import main; sys.exit(main())",
+            *args,
+        ]
+
+    def start(self) -> None:
+        """Start (or start again after a kill); output appended to the log."""
+        assert self.proc is None or self.proc.poll() is not None, "operator already running"
+        env = dict(os.environ, KUBECONFIG=str(self.kubeconfig), PYTHONUNBUFFERED="1")
+        with self.log_path.open("ab") as log:
+            log.write(f"\n===== start #{self.starts + 1} at {time.time():.1f} =====\n".encode())
+            log.flush()
+            self.proc = subprocess.Popen(
+                self.command(), stdout=log, stderr=subprocess.STDOUT, env=env, cwd=REPO
+            )
+        self.starts += 1
+
+    def kill(self) -> None:
+        """SIGKILL: no cleanup, no graceful anything."""
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(timeout=60)
+
+    def stop(self) -> None:
+        """SIGTERM, then SIGKILL if it does not exit within 30 s."""
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.kill()
+
+    def assert_running(self) -> None:
+        """Fail with the log tail when the operator exited on its own."""
+        assert self.proc is not None
+        if self.proc.poll() is not None:
+            pytest.fail(f"the operator exited with {self.proc.returncode}:\n{self.log_tail()}")
+
+    def log_tail(self, lines: int = 60) -> str:
+        """The last lines of the operator's log."""
+        text = self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+        return "\n".join(text.splitlines()[-lines:])
+
+
+def eval_manifest(
+    name: str,
+    *,
+    tasks: int,
+    trials: int,
+    parallelism: int,
+    ks: list[int] | None = None,
+    retries: int = 2,
+    backoff_s: float = 0,
+    scripted: bool = True,
+    duration: str = "1s",
+    gate: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """A ConsistencyEval on kwok nodes; `scripted` pods wait for the Scripter to end them."""
+    annotations = {"passhat.dev/fake-duration": duration}
+    if scripted:
+        annotations["passhat.dev/fake-run-forever"] = "true"
+    spec: dict[str, Any] = {
+        "tasks": [{"id": f"task-{index:03d}", "params": {"n": index}} for index in range(tasks)],
+        "trials": trials,
+        "parallelism": parallelism,
+        "trial": {
+            "timeoutSeconds": 3600,
+            "template": {
+                "metadata": {"annotations": annotations},
+                "spec": {
+                    "nodeSelector": {"type": "kwok"},
+                    "tolerations": [KWOK_TOLERATION],
+                    "containers": [{"name": "agent", "image": "localhost/passhat/fake:1"}],
+                },
+            },
+        },
+        "retry": {"infraErrors": retries, "backoffSeconds": backoff_s},
+    }
+    if ks is not None:
+        spec["ks"] = ks
+    if gate is not None:
+        spec["gate"] = dict(gate)
+    return {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "ConsistencyEval",
+        "metadata": {"name": name},
+        "spec": spec,
+    }
+
+
+def create_eval(
+    api: client.ApiClient, namespace: str, manifest: Mapping[str, Any]
+) -> dict[str, Any]:
+    """Create the eval; returns it as stored."""
+    custom = client.CustomObjectsApi(api)
+    created: dict[str, Any] = custom.create_namespaced_custom_object(
+        GROUP, VERSION, namespace, PLURAL, dict(manifest)
+    )
+    return created
+
+
+def get_eval(api: client.ApiClient, namespace: str, name: str) -> dict[str, Any] | None:
+    """The eval as stored now (None when it does not exist)."""
+    try:
+        body: dict[str, Any] = client.CustomObjectsApi(api).get_namespaced_custom_object(
+            GROUP, VERSION, namespace, PLURAL, name
+        )
+    except ApiException as err:
+        if err.status == 404:
+            return None
+        raise
+    return body
+
+
+def condition(body: Mapping[str, Any] | None, kind: str) -> str | None:
+    """The status ("True"/"False") of condition `kind` of an eval, None when absent."""
+    for item in ((body or {}).get("status") or {}).get("conditions") or []:
+        if item.get("type") == kind:
+            return str(item.get("status"))
+    return None
+
+
+def wait_for_condition(
+    api: client.ApiClient,
+    namespace: str,
+    name: str,
+    kind: str,
+    *,
+    timeout: float,
+    operator: OperatorProcess | None = None,
+    value: str = "True",
+) -> dict[str, Any]:
+    """Poll until the eval's condition `kind` has `value`; fail with the operator log."""
+    deadline = time.monotonic() + timeout
+    body: dict[str, Any] | None = None
+    while time.monotonic() < deadline:
+        try:
+            body = get_eval(api, namespace, name)
+        except (ApiException, OSError):
+            body = None  # NB: the API server may be restarting
+        if condition(body, kind) == value:
+            assert body is not None
+            return body
+        if operator is not None:
+            operator.assert_running()
+        time.sleep(1.0)
+    status = json.dumps((body or {}).get("status"), indent=1)[:3000]
+    log = operator.log_tail() if operator is not None else ""
+    pytest.fail(f"{name}: condition {kind} never became {value} in {timeout:.0f}s\n{status}\n{log}")
+
+
+def trial_pods(core: client.CoreV1Api, namespace: str) -> list[dict[str, Any]]:
+    """Raw JSON of every trial pod in `namespace`."""
+    response = core.list_namespaced_pod(
+        namespace, label_selector=EVAL_UID_LABEL, _preload_content=False
+    )
+    items: list[dict[str, Any]] = json.loads(response.data)["items"]
+    return items
+
+
+def progress_done(body: Mapping[str, Any] | None) -> int:
+    """`status.progress.done` of an eval (0 when absent)."""
+    return int((((body or {}).get("status") or {}).get("progress") or {}).get("done") or 0)
+
+
+class Scripter:
+    """A thread that ends each new kwok trial pod with the exit code the script gives it."""
+
+    def __init__(self, core: client.CoreV1Api, namespace: str, script: Script) -> None:
+        self.core = core
+        self.namespace = namespace
+        self.script = script
+        self.scripted: dict[str, str] = {}  # pod name -> uid
+        self.reruns: list[str] = []  # names seen again with another uid: an attempt re-ran
+        self.errors = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="scripter", daemon=True)
+
+    def __enter__(self) -> Scripter:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=30)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.step()
+            except Exception:  # NB: the API server may be restarting; try again
+                self.errors += 1
+            self._stop.wait(0.3)
+
+    def step(self) -> None:
+        """Script every pod that still waits for its outcome."""
+        for pod in trial_pods(self.core, self.namespace):
+            meta = pod["metadata"]
+            seen = self.scripted.get(meta["name"])
+            if seen is not None and seen != meta["uid"] and meta["name"] not in self.reruns:
+                self.reruns.append(meta["name"])
+            annotations = meta.get("annotations") or {}
+            if annotations.get("passhat.dev/fake-run-forever") != "true" or meta.get(
+                "deletionTimestamp"
+            ):
+                continue
+            labels = meta["labels"]
+            code = self.script(
+                int(labels["passhat.dev/task"]),
+                int(labels["passhat.dev/trial"]),
+                int(labels["passhat.dev/attempt"]),
+            )
+            patch = {
+                "metadata": {
+                    "annotations": {
+                        "passhat.dev/fake-run-forever": "false",
+                        "passhat.dev/fake-exit-code": str(code),
+                        SCRIPTED: "true",
+                    }
+                }
+            }
+            try:
+                self.core.patch_namespaced_pod(meta["name"], self.namespace, patch)
+            except ApiException as err:
+                if err.status != 404:
+                    raise
+            self.scripted[meta["name"]] = meta["uid"]
+
+
+def expected_ledger(
+    script: Script, *, tasks: int, trials: int, retries: int, infra_codes: Iterable[int] = (75,)
+) -> SlotLedger:
+    """The ledger `script` implies: attempts until a pass/fail or retries run out."""
+    infra = set(infra_codes)
+    ledger = SlotLedger(tasks, trials)
+    for task in range(tasks):
+        for trial in range(trials):
+            for attempt in range(retries + 1):
+                code = script(task, trial, attempt)
+                if code in infra:
+                    verdict = Verdict(Outcome.INFRA_ERROR, "reported")
+                    ledger.record(task, trial, attempt, verdict, final=attempt == retries)
+                    continue
+                outcome = Outcome.PASS if code == 0 else Outcome.FAIL
+                ledger.record(task, trial, attempt, Verdict(outcome, "exit_code"), final=True)
+                break
+    return ledger

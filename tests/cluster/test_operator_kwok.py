@@ -1,0 +1,246 @@
+"""The operator on kwok nodes: exact status, also across SIGKILLs and an API server restart.
+
+Trial outcomes are scripted per (task, trial, attempt) by `operator_helpers.Scripter`
+(see its module docstring), so the exact final ledger of every run is computed in
+advance by `expected_ledger` and compared slot by slot with `status.ledger`.
+"""
+
+from __future__ import annotations
+
+import random
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import client
+
+from passhat.stats import summarize_many
+from passhat.trials.ledger import SlotLedger
+from tests.cluster.operator_helpers import (
+    OperatorProcess,
+    Scripter,
+    condition,
+    create_eval,
+    eval_manifest,
+    expected_ledger,
+    get_eval,
+    install_crd,
+    progress_done,
+    trial_pods,
+    wait_for_condition,
+)
+
+FINALIZER = "passhat.dev/trial-accounting"
+
+
+def script(task: int, trial: int, attempt: int) -> int:
+    """Exit code per attempt: ~15% infra errors (75), else pass (0) / fail (1) by task."""
+    draw = random.Random(f"{task}/{trial}/{attempt}").random()
+    if draw < 0.15:
+        return 75
+    return 0 if draw < 0.15 + 0.85 * ((task % 5) + 1) / 6 else 1
+
+
+@pytest.fixture
+def operator(
+    cluster: Any, kubectl: Callable[..., str], namespace: str, tmp_path: Path
+) -> Iterator[OperatorProcess]:
+    """A running operator scoped to this test's namespace (CRD installed)."""
+    install_crd(kubectl)
+    process = OperatorProcess(
+        kubeconfig=cluster.kubeconfig, namespaces=[namespace], log_path=tmp_path / "operator.log"
+    )
+    process.start()
+    try:
+        yield process
+    finally:
+        process.stop()
+
+
+def assert_exact(
+    api: client.ApiClient,
+    core: client.CoreV1Api,
+    namespace: str,
+    name: str,
+    body: dict[str, Any],
+    *,
+    tasks: int,
+    trials: int,
+    retries: int,
+    wait_for: Callable[..., Any],
+) -> None:
+    """status.ledger equals the script's ledger; summary and progress follow from it."""
+    status = body["status"]
+    expected = expected_ledger(script, tasks=tasks, trials=trials, retries=retries)
+    ledger = SlotLedger.unpack(status["ledger"])
+    assert ledger == expected
+    task_ids = [f"task-{index:03d}" for index in range(tasks)]
+    summaries = summarize_many(expected.tallies(task_ids), sorted({1, 3, trials}))
+    assert [row["k"] for row in status["summary"]["byK"]] == [s.k for s in summaries]
+    for row, summary in zip(status["summary"]["byK"], summaries, strict=True):
+        assert row["passHatK"] == pytest.approx(summary.pass_hat_k, abs=1e-12)
+        assert row["meanPassRate"] == pytest.approx(summary.mean_pass_rate, abs=1e-12)
+        assert row["tasksScored"] == summary.tasks_scored
+    assert status["summary"]["infraErrorRate"] == pytest.approx(summaries[0].infra_error_rate)
+    assert status["progress"] == {
+        "done": tasks * trials,
+        "running": 0,
+        "pending": 0,
+        "retries": expected.retries,
+    }
+    wait_for(lambda: not trial_pods(core, namespace), 180, "every trial pod to be gone")
+
+
+def test_small_eval_completes_with_the_exact_status(
+    operator: OperatorProcess,
+    api_client: client.ApiClient,
+    core_v1: client.CoreV1Api,
+    kubectl: Callable[..., str],
+    namespace: str,
+    wait_for: Callable[..., Any],
+) -> None:
+    """4 tasks x 3 trials with retried infra errors: `kubectl wait` works, status is exact."""
+    create_eval(api_client, namespace, eval_manifest("small", tasks=4, trials=3, parallelism=4))
+    with Scripter(core_v1, namespace, script):
+        kubectl(
+            "wait",
+            "-n",
+            namespace,
+            "--for=condition=Complete",
+            "--timeout=300s",
+            "consistencyeval/small",
+        )
+    body = get_eval(api_client, namespace, "small")
+    assert body is not None
+    assert body["status"]["phase"] in ("Succeeded", "Failed")
+    assert body["status"]["observedGeneration"] == body["metadata"]["generation"]
+    assert_exact(
+        api_client,
+        core_v1,
+        namespace,
+        "small",
+        body,
+        tasks=4,
+        trials=3,
+        retries=2,
+        wait_for=wait_for,
+    )
+
+
+def test_sigkilled_operator_loses_and_double_counts_nothing(
+    operator: OperatorProcess,
+    api_client: client.ApiClient,
+    core_v1: client.CoreV1Api,
+    namespace: str,
+    wait_for: Callable[..., Any],
+) -> None:
+    """25 tasks x 8 trials, the operator SIGKILLed 6 times mid-run: the exact status."""
+    tasks, trials = 25, 8
+    total = tasks * trials
+    create_eval(
+        api_client, namespace, eval_manifest("kills", tasks=tasks, trials=trials, parallelism=20)
+    )
+    kills = 0
+    with Scripter(core_v1, namespace, script) as scripter:
+        for share in (0.08, 0.2, 0.35, 0.5, 0.65, 0.8):
+            target = int(total * share)
+            wait_for(
+                lambda target=target: (
+                    progress_done(get_eval(api_client, namespace, "kills")) >= target
+                    or condition(get_eval(api_client, namespace, "kills"), "Complete") == "True"
+                ),
+                600,
+                f"{target} trial slots done",
+                interval=0.2,
+            )
+            operator.assert_running()
+            operator.kill()
+            kills += 1
+            time.sleep(random.Random(kills).uniform(0.0, 3.0))  # kwok keeps ending pods
+            operator.start()
+        body = wait_for_condition(
+            api_client, namespace, "kills", "Complete", timeout=900, operator=operator
+        )
+    assert kills == 6
+    assert scripter.reruns == []  # no attempt ran twice (a lost outcome would re-run it)
+    assert_exact(
+        api_client,
+        core_v1,
+        namespace,
+        "kills",
+        body,
+        tasks=tasks,
+        trials=trials,
+        retries=2,
+        wait_for=wait_for,
+    )
+    leftovers = [
+        pod["metadata"]["name"]
+        for pod in trial_pods(core_v1, namespace)
+        if FINALIZER in (pod["metadata"].get("finalizers") or [])
+    ]
+    assert leftovers == []
+
+
+def test_api_server_restart_mid_run(
+    operator: OperatorProcess,
+    cluster: Any,
+    api_client: client.ApiClient,
+    core_v1: client.CoreV1Api,
+    namespace: str,
+    wait_for: Callable[..., Any],
+) -> None:
+    """The API server goes away mid-run and comes back: the eval still completes exactly."""
+    tasks, trials = 10, 5
+    create_eval(
+        api_client, namespace, eval_manifest("restart", tasks=tasks, trials=trials, parallelism=10)
+    )
+    with Scripter(core_v1, namespace, script):
+        wait_for(
+            lambda: progress_done(get_eval(api_client, namespace, "restart")) >= 10,
+            600,
+            "10 trial slots done",
+        )
+        subprocess.run(
+            [str(cluster.root / "hack" / "cluster" / "restart-apiserver.sh")],
+            env=dict(cluster.env(), DOWN_SECONDS="5"),
+            check=True,
+            timeout=600,
+            capture_output=True,
+        )
+        body = wait_for_condition(
+            api_client, namespace, "restart", "Complete", timeout=900, operator=operator
+        )
+    operator.assert_running()
+    assert_exact(
+        api_client,
+        core_v1,
+        namespace,
+        "restart",
+        body,
+        tasks=tasks,
+        trials=trials,
+        retries=2,
+        wait_for=wait_for,
+    )
+
+
+def test_deleting_an_eval_removes_its_pods(
+    operator: OperatorProcess,
+    api_client: client.ApiClient,
+    core_v1: client.CoreV1Api,
+    namespace: str,
+    wait_for: Callable[..., Any],
+) -> None:
+    """Deleting a running eval releases its pods' finalizers; they and the eval go away."""
+    create_eval(api_client, namespace, eval_manifest("gone", tasks=3, trials=4, parallelism=5))
+    wait_for(lambda: len(trial_pods(core_v1, namespace)) == 5, 300, "5 running trial pods")
+    client.CustomObjectsApi(api_client).delete_namespaced_custom_object(
+        "passhat.dev", "v1alpha1", namespace, "consistencyevals", "gone"
+    )
+    wait_for(lambda: get_eval(api_client, namespace, "gone") is None, 300, "the eval to be gone")
+    wait_for(lambda: not trial_pods(core_v1, namespace), 300, "its pods to be gone")
+    operator.assert_running()

@@ -1,0 +1,249 @@
+"""An in-memory API server and kubelet for the reconcile loop's unit tests.
+
+`FakeApi` implements `passhat.operator.kube.EvalApi` over dicts with the semantics the
+exactly-once argument relies on: resourceVersions and 409 on a stale status write, merge
+patches of status, finalizers that keep a deleted pod around (deletionTimestamp) until
+the last one is removed, AlreadyExists on a second create of a name. It can "kill the
+operator" at the N-th API call, before or after that call takes effect (a lost
+response), by raising `Killed`, which no code under test catches.
+
+`FakeKubelet` ends pods by a script: outcome per (task, trial, attempt).
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import random
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from passhat.operator.kube import Conflict
+from passhat.operator.pods import FINALIZER, LABEL_EVAL_UID, pod_key
+
+
+class Killed(BaseException):
+    """The operator process died at this API call (never caught by the code under test)."""
+
+
+def merge_patch(target: dict[str, Any], patch: Mapping[str, Any]) -> dict[str, Any]:
+    """RFC 7386 merge patch (null deletes a key)."""
+    for key, value in patch.items():
+        if value is None:
+            target.pop(key, None)
+        elif isinstance(value, Mapping) and isinstance(target.get(key), dict):
+            merge_patch(target[key], value)
+        else:
+            target[key] = copy.deepcopy(value)
+    return target
+
+
+class FakeApi:
+    """A dict-backed API server for one namespace's evals, pods and ConfigMaps."""
+
+    def __init__(self, *, rng: random.Random | None = None, clock: Callable[[], float]) -> None:
+        self.evals: dict[str, dict[str, Any]] = {}
+        self.pods: dict[str, dict[str, Any]] = {}
+        self.config_maps: dict[str, dict[str, Any]] = {}
+        self.clock = clock
+        self.rng = rng or random.Random(0)
+        self._rv = itertools.count(1)
+        self._uid = itertools.count(1)
+        self.calls = 0
+        self.kill_at: int | None = None
+        self.writes: dict[str, int] = {"create": 0, "status": 0, "release": 0, "delete": 0}
+        self.created_names: list[str] = []
+
+    # -- fault injection ------------------------------------------------------------------
+
+    def _call(self) -> bool:
+        """Count a call; raise Killed before it applies, or return True = kill after it."""
+        self.calls += 1
+        if self.kill_at is not None and self.calls >= self.kill_at:
+            self.kill_at = None
+            if self.rng.random() < 0.5:
+                raise Killed("before")
+            return True
+        return False
+
+    def _next_rv(self) -> str:
+        return str(next(self._rv))
+
+    # -- test setup ---------------------------------------------------------------------------
+
+    def add_eval(self, namespace: str, name: str, spec: Mapping[str, Any]) -> dict[str, Any]:
+        """Store a new eval and return it."""
+        body = {
+            "apiVersion": "passhat.dev/v1alpha1",
+            "kind": "ConsistencyEval",
+            "metadata": {
+                "name": name,
+                "namespace": namespace,
+                "uid": f"uid-{next(self._uid)}",
+                "generation": 1,
+                "resourceVersion": self._next_rv(),
+            },
+            "spec": copy.deepcopy(dict(spec)),
+        }
+        self.evals[name] = body
+        return body
+
+    def bump_eval(self, name: str) -> None:
+        """Another writer touched the eval (e.g. kopf's annotations): new resourceVersion."""
+        self.evals[name]["metadata"]["resourceVersion"] = self._next_rv()
+
+    # -- EvalApi ------------------------------------------------------------------------------
+
+    def get_eval(self, namespace: str, name: str) -> dict[str, Any] | None:
+        self._call()
+        body = self.evals.get(name)
+        return copy.deepcopy(body) if body is not None else None
+
+    def list_pods(self, namespace: str, eval_uid: str) -> list[dict[str, Any]]:
+        self._call()
+        return [
+            copy.deepcopy(pod)
+            for pod in self.pods.values()
+            if pod["metadata"]["labels"].get(LABEL_EVAL_UID) == eval_uid
+        ]
+
+    def get_config_map(self, namespace: str, name: str) -> dict[str, Any] | None:
+        self._call()
+        body = self.config_maps.get(name)
+        return copy.deepcopy(body) if body is not None else None
+
+    def patch_eval_status(
+        self, namespace: str, name: str, resource_version: str, status: Mapping[str, Any]
+    ) -> dict[str, Any]:
+        kill_after = self._call()
+        body = self.evals[name]
+        if body["metadata"]["resourceVersion"] != resource_version:
+            raise Conflict("patch", 409, "the object has been modified")
+        body.setdefault("status", {})
+        merge_patch(body["status"], status)
+        body["metadata"]["resourceVersion"] = self._next_rv()
+        self.writes["status"] += 1
+        if kill_after:
+            raise Killed("after status write")
+        return copy.deepcopy(body)
+
+    def create_pods(self, namespace: str, pods: Sequence[Mapping[str, Any]]) -> None:
+        for pod in pods:
+            kill_after = self._call()
+            name = pod["metadata"]["name"]
+            if name not in self.pods:
+                stored = copy.deepcopy(dict(pod))
+                stored["metadata"]["uid"] = f"pod-uid-{next(self._uid)}"
+                stored["metadata"]["resourceVersion"] = self._next_rv()
+                stored["metadata"]["creationTimestamp"] = _timestamp(self.clock())
+                stored["status"] = {"phase": "Pending"}
+                self.pods[name] = stored
+                self.created_names.append(name)
+                self.writes["create"] += 1
+            if kill_after:
+                raise Killed("after create")
+
+    def release_pods(self, namespace: str, pods: Sequence[Mapping[str, Any]]) -> None:
+        for pod in pods:
+            name = pod["metadata"]["name"]
+            kill_after = self._call()
+            stored = self.pods.get(name)
+            if stored is not None and FINALIZER in stored["metadata"].get("finalizers", []):
+                stored["metadata"]["finalizers"].remove(FINALIZER)
+                self.writes["release"] += 1
+                self._maybe_remove(name)
+            if kill_after:
+                raise Killed("after release")
+            kill_after = self._call()
+            stored = self.pods.get(name)
+            if stored is not None and not stored["metadata"].get("deletionTimestamp"):
+                self.delete_pod(name)
+            if kill_after:
+                raise Killed("after delete")
+
+    # -- the rest of the cluster ---------------------------------------------------------------
+
+    def delete_pod(self, name: str) -> None:
+        """DELETE: with finalizers left the pod only gets a deletionTimestamp."""
+        stored = self.pods[name]
+        self.writes["delete"] += 1
+        stored["metadata"].setdefault("deletionTimestamp", _timestamp(self.clock()))
+        self._maybe_remove(name)
+
+    def _maybe_remove(self, name: str) -> None:
+        stored = self.pods[name]
+        if stored["metadata"].get("deletionTimestamp") and not stored["metadata"].get("finalizers"):
+            del self.pods[name]
+
+    def pods_with_finalizer(self) -> list[str]:
+        """Names of pods still holding the trial-accounting finalizer."""
+        return [
+            name
+            for name, pod in self.pods.items()
+            if FINALIZER in pod["metadata"].get("finalizers", [])
+        ]
+
+
+def _timestamp(when: float) -> str:
+    from datetime import UTC, datetime
+
+    return datetime.fromtimestamp(when, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+# An attempt's scripted end: "pass", "fail", "infra" (exit 75) or "oom".
+Script = Callable[[int, int, int], str]
+
+
+def terminated(code: int, *, reason: str, now: float, start: float) -> dict[str, Any]:
+    """A containerStatuses entry whose container terminated with `code` and `reason`."""
+    return {
+        "name": "agent",
+        "state": {
+            "terminated": {
+                "exitCode": code,
+                "reason": reason,
+                "startedAt": _timestamp(start),
+                "finishedAt": _timestamp(now),
+            }
+        },
+    }
+
+
+class FakeKubelet:
+    """Ends a random subset of running pods per step, each by the script's outcome."""
+
+    def __init__(self, api: FakeApi, script: Script, *, rng: random.Random) -> None:
+        self.api = api
+        self.script = script
+        self.rng = rng
+
+    def step(self, *, share: float = 0.5) -> int:
+        """Start pending pods, end about `share` of the running ones; return how many ended."""
+        ended = 0
+        now = self.api.clock()
+        for pod in list(self.api.pods.values()):
+            status = pod["status"]
+            if status["phase"] == "Pending":
+                status["phase"] = "Running"
+                status["startTime"] = _timestamp(now)
+                continue
+            if status["phase"] != "Running" or self.rng.random() > share:
+                continue
+            key = pod_key(pod)
+            assert key is not None
+            if pod["metadata"].get("deletionTimestamp"):
+                outcome = "killed"
+            else:
+                outcome = self.script(key.task, key.trial, key.attempt)
+            code, reason = {
+                "pass": (0, "Completed"),
+                "fail": (1, "Error"),
+                "infra": (75, "Error"),
+                "oom": (137, "OOMKilled"),
+                "killed": (137, "Error"),
+            }[outcome]
+            status["phase"] = "Succeeded" if code == 0 else "Failed"
+            status["containerStatuses"] = [terminated(code, reason=reason, now=now, start=now)]
+            pod["metadata"]["resourceVersion"] = self.api._next_rv()
+            ended += 1
+        return ended

@@ -1,0 +1,326 @@
+"""The reconcile pass against an in-memory API server: exact accounting, also under kills."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from passhat.operator.config import OperatorConfig
+from passhat.operator.loop import EvalLoop, PassState
+from passhat.operator.pods import FINALIZER, EvalRef
+from passhat.operator.status import condition_status
+from passhat.trials.ledger import SlotLedger, SlotState
+from tests.unit.operator_fake import FakeApi, FakeKubelet, Killed, Script
+
+N_TASKS, TRIALS, RETRIES = 6, 5, 2
+CONFIG = OperatorConfig(deleted_pod_grace_s=30.0, image_error_grace_s=5.0)
+
+
+class Clock:
+    """A manual clock (seconds)."""
+
+    def __init__(self) -> None:
+        self.now = 1_700_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def spec(**overrides: Any) -> dict[str, Any]:
+    """A valid eval spec: N_TASKS tasks x TRIALS trials, no retry backoff."""
+    body: dict[str, Any] = {
+        "tasks": [{"id": f"task-{index}"} for index in range(N_TASKS)],
+        "trials": TRIALS,
+        "ks": [1, 3],
+        "parallelism": 4,
+        "trial": {
+            "timeoutSeconds": 60,
+            "template": {"spec": {"containers": [{"name": "agent", "image": "x"}]}},
+        },
+        "retry": {"infraErrors": RETRIES, "backoffSeconds": 0},
+        "gate": {"metric": "meanPassRate", "k": 1, "min": 0.2},
+    }
+    body.update(overrides)
+    return body
+
+
+def script(task: int, trial: int, attempt: int) -> str:
+    """A fixed outcome per attempt: mostly pass/fail by task, some infra errors and OOMs."""
+    draw = random.Random(f"{task}/{trial}/{attempt}").random()
+    if draw < 0.2:
+        return "infra"
+    if draw < 0.3:
+        return "oom"
+    return "pass" if draw < 0.3 + 0.7 * (task + 1) / (N_TASKS + 1) else "fail"
+
+
+def expected_ledger(run: Script) -> SlotLedger:
+    """The ledger the script implies, computed without the operator."""
+    from passhat.trials.outcomes import Outcome, Verdict
+
+    ledger = SlotLedger(N_TASKS, TRIALS)
+    for task in range(N_TASKS):
+        for trial in range(TRIALS):
+            for attempt in range(RETRIES + 1):
+                outcome = run(task, trial, attempt)
+                if outcome in ("pass", "fail"):
+                    verdict = Verdict(Outcome(outcome), "exit_code")
+                    ledger.record(task, trial, attempt, verdict, final=True)
+                    break
+                verdict = Verdict(Outcome.INFRA_ERROR, "x")
+                ledger.record(task, trial, attempt, verdict, final=attempt == RETRIES)
+    return ledger
+
+
+class Harness:
+    """One eval, a fake API server, a fake kubelet and an operator that can be killed."""
+
+    def __init__(self, seed: int, *, body: dict[str, Any] | None = None) -> None:
+        self.rng = random.Random(seed)
+        self.clock = Clock()
+        self.api = FakeApi(rng=random.Random(seed + 1), clock=self.clock)
+        stored = self.api.add_eval("ns", "demo", body or spec())
+        meta = stored["metadata"]
+        self.ref = EvalRef("ns", "demo", meta["uid"])
+        self.kubelet = FakeKubelet(self.api, script, rng=random.Random(seed + 2))
+        self.loop = self.new_loop()
+        self.kills = 0
+        self.recorded: list[tuple[int, int, int]] = []
+
+    def new_loop(self) -> EvalLoop:
+        """A fresh operator process: no memory of earlier passes."""
+
+        def on_recorded(ref: EvalRef, item: Any) -> None:
+            self.recorded.append((item.key.task, item.key.trial, item.key.attempt))
+
+        return EvalLoop(
+            self.api, self.ref, config=CONFIG, clock=self.clock, on_recorded=on_recorded
+        )
+
+    def run(
+        self,
+        *,
+        kill_chance: float = 0.0,
+        steps: int = 3000,
+        between: Callable[[], None] | None = None,
+    ) -> None:
+        """Alternate kubelet steps and passes until the loop is done."""
+        for _ in range(steps):
+            self.clock.now += 1.0
+            self.kubelet.step()
+            if between is not None:
+                between()
+            if self.rng.random() < kill_chance:
+                self.api.kill_at = self.api.calls + self.rng.randint(1, 12)
+            try:
+                result = self.loop.run_pass()
+            except Killed:
+                self.kills += 1
+                self.api.kill_at = None
+                self.loop = self.new_loop()
+                continue
+            if result.state is PassState.DONE:
+                return
+        raise AssertionError("the eval did not finish")
+
+    @property
+    def status(self) -> dict[str, Any]:
+        """The eval's stored status."""
+        return dict(self.api.evals["demo"].get("status") or {})
+
+
+def comparable(status: dict[str, Any]) -> dict[str, Any]:
+    """Status without timestamps (which differ between runs)."""
+    drop = {"startTime", "completionTime"}
+    result = {key: value for key, value in status.items() if key not in drop}
+    result["conditions"] = sorted(
+        (c["type"], c["status"], c["reason"]) for c in status.get("conditions", [])
+    )
+    return result
+
+
+def test_uninterrupted_run_matches_the_script() -> None:
+    """Every slot ends as the script says, counted once, no pod left behind."""
+    harness = Harness(0)
+    harness.run()
+    status = harness.status
+    ledger = SlotLedger.unpack(status["ledger"])
+    assert ledger == expected_ledger(script)
+    assert status["phase"] == "Succeeded"
+    assert condition_status(status, "Complete") == "True"
+    assert status["progress"] == {
+        "done": N_TASKS * TRIALS,
+        "running": 0,
+        "pending": 0,
+        "retries": ledger.retries,
+    }
+    assert harness.api.pods == {}
+    assert len(harness.recorded) == len(set(harness.recorded))
+    assert len(harness.recorded) == sum(t.attempts for t in ledger.tallies([""] * N_TASKS))
+
+
+def test_parallelism_is_never_exceeded_and_one_attempt_per_slot() -> None:
+    """At any time at most `parallelism` live pods, and never two of one slot."""
+    harness = Harness(1)
+
+    def check() -> None:
+        live = [
+            pod
+            for pod in harness.api.pods.values()
+            if pod["status"]["phase"] in ("Pending", "Running")
+        ]
+        assert len(live) <= 4
+        slots = [
+            (
+                p["metadata"]["labels"]["passhat.dev/task"],
+                p["metadata"]["labels"]["passhat.dev/trial"],
+            )
+            for p in live
+        ]
+        assert len(slots) == len(set(slots))
+
+    harness.run(between=check)
+
+
+@pytest.mark.parametrize("seed", [11, 12, 13, 14, 15, 16])
+def test_killed_at_random_api_calls_gives_the_uninterrupted_result(seed: int) -> None:
+    """Kill the operator at random API calls (before or after they apply): same status."""
+    reference = Harness(0)
+    reference.run()
+    harness = Harness(seed)
+    harness.run(kill_chance=0.35)
+    assert harness.kills >= 5
+    assert comparable(harness.status) == comparable(reference.status)
+    assert harness.api.pods_with_finalizer() == []
+    assert harness.api.pods == {}
+    # each attempt was created exactly once: a re-create after a kill was a no-op
+    assert len(harness.api.created_names) == len(set(harness.api.created_names))
+    ledger = SlotLedger.unpack(harness.status["ledger"])
+    assert len(harness.api.created_names) == sum(
+        ledger.attempts(task, trial) for task in range(N_TASKS) for trial in range(TRIALS)
+    )
+
+
+def test_stale_status_write_is_dropped_and_redone() -> None:
+    """A 409 on the status write releases nothing; the next pass records the same pods."""
+    harness = Harness(3)
+    harness.run(between=lambda: harness.api.bump_eval("demo"), steps=6000)
+    assert SlotLedger.unpack(harness.status["ledger"]) == expected_ledger(script)
+
+
+def test_pod_deleted_by_someone_else_is_an_infra_error_and_retried() -> None:
+    """A running pod deleted behind our back ends as infra_error/deleted, then runs again."""
+    harness = Harness(4, body=spec(tasks=[{"id": "only"}], trials=1, ks=[1], parallelism=1))
+    harness.loop.run_pass()
+    harness.kubelet.step(share=0.0)  # the pod starts running
+    (name,) = harness.api.pods
+    harness.api.delete_pod(name)
+    assert harness.api.pods[name]["metadata"]["finalizers"] == [FINALIZER]
+    harness.kubelet.step(share=1.0)  # the kubelet kills it: 137 with a deletionTimestamp
+    harness.loop.run_pass()
+    ledger = SlotLedger.unpack(harness.status["ledger"])
+    assert ledger.attempts(0, 0) == 1 and not ledger.is_final(0, 0)
+    assert name not in harness.api.pods
+    assert any(pod.endswith("-a1") for pod in harness.api.pods)
+
+
+def test_pod_on_a_lost_node_counts_after_the_grace_period() -> None:
+    """A deleted pod that never reports an end counts as deleted only after the grace."""
+    harness = Harness(5, body=spec(tasks=[{"id": "only"}], trials=1, ks=[1], parallelism=1))
+    harness.loop.run_pass()
+    (name,) = harness.api.pods
+    harness.api.delete_pod(name)  # no kubelet answers
+    harness.clock.now += 10
+    harness.loop.run_pass()
+    assert name in harness.api.pods
+    assert SlotLedger.unpack(harness.status["ledger"]).attempts(0, 0) == 0
+    harness.clock.now += 30
+    harness.loop.run_pass()
+    ledger = SlotLedger.unpack(harness.status["ledger"])
+    assert ledger.attempts(0, 0) == 1 and ledger.state(0, 0) is SlotState.PENDING
+    assert name not in harness.api.pods
+
+
+def test_missing_pod_is_created_again_never_counted() -> None:
+    """A slot whose current attempt has no pod gets the same pod again; nothing is recorded."""
+    harness = Harness(6, body=spec(tasks=[{"id": "only"}], trials=1, ks=[1], parallelism=1))
+    harness.api.kill_at = 4  # get, list, status, then die right before the create applies
+    harness.api.rng = random.Random(1)  # NB: first draw < 0.5: killed before the call
+    with pytest.raises(Killed):
+        harness.loop.run_pass()
+    assert harness.api.pods == {}
+    harness.loop = harness.new_loop()
+    harness.loop.run_pass()
+    (name,) = harness.api.pods
+    assert name.endswith("-t0-0-a0")
+    assert SlotLedger.unpack(harness.status["ledger"]).attempts(0, 0) == 0
+
+
+def test_unsafe_template_is_a_config_error_without_pods() -> None:
+    """A privileged template is refused with a ConfigError naming the field."""
+    template = {
+        "spec": {
+            "containers": [{"name": "agent", "image": "x", "securityContext": {"privileged": True}}]
+        }
+    }
+    harness = Harness(7, body=spec(trial={"timeoutSeconds": 60, "template": template}))
+    result = harness.loop.run_pass()
+    assert result.state is PassState.DONE
+    assert harness.api.pods == {}
+    status = harness.status
+    assert status["phase"] == "Failed"
+    assert condition_status(status, "ConfigError") == "True"
+    assert "spec.trial.template.spec.containers[0].securityContext.privileged" in status["message"]
+
+
+def test_invalid_spec_is_a_config_error_naming_the_field() -> None:
+    """A spec that got past the CRD schema but fails the model names the field."""
+    harness = Harness(8, body=spec(ks=[1, 9]))
+    assert harness.loop.run_pass().state is PassState.DONE
+    assert harness.status["message"].startswith("spec.ks[1]:")
+    assert harness.api.pods == {}
+
+
+def test_missing_config_map_waits_then_runs() -> None:
+    """Tasks from a missing ConfigMap: ConfigError while Pending, then the eval runs."""
+    body = spec(tasksFrom=[{"configMap": "suite"}], trials=1, ks=[1], parallelism=2)
+    body.pop("tasks")
+    harness = Harness(9, body=body)
+    assert harness.loop.run_pass().state is PassState.CONTINUE
+    assert harness.status["phase"] == "Pending"
+    assert condition_status(harness.status, "ConfigError") == "True"
+    assert 'ConfigMap "suite" not found' in harness.status["message"]
+    harness.api.config_maps["suite"] = {"data": {"tasks.yaml": "- id: a\n- id: b\n"}}
+    harness.loop.run_pass()
+    assert len(harness.api.pods) == 2
+    assert condition_status(harness.status, "ConfigError") == "False"
+    assert "message" not in harness.status
+
+
+def test_image_errors_on_every_first_attempt_stop_the_eval() -> None:
+    """When every first attempt cannot start its image, the eval fails with ConfigError."""
+    harness = Harness(10)
+    harness.loop.run_pass()
+    for pod in harness.api.pods.values():
+        pod["metadata"]["creationTimestamp"] = "2023-11-14T22:13:20Z"
+        pod["status"] = {
+            "phase": "Pending",
+            "containerStatuses": [
+                {
+                    "name": "agent",
+                    "image": "x",
+                    "state": {"waiting": {"reason": "ErrImageNeverPull", "message": "no x"}},
+                }
+            ],
+        }
+    harness.clock.now += 120
+    result = harness.loop.run_pass()
+    assert result.state is PassState.DONE
+    status = harness.status
+    assert status["phase"] == "Failed"
+    assert condition_status(status, "ConfigError") == "True"
+    assert "every first attempt" in status["message"]
+    assert harness.api.pods == {}
