@@ -77,16 +77,16 @@ def run_operator(options: OperatorOptions) -> None:
     config = dataclasses.replace(
         options.config, allow_privileged_trials=options.allow_privileged_trials
     )
-    kopf.configure(verbose=options.verbose)
-    from passhat.operator import handlers  # NB: importing registers the kopf handlers
-
-    handlers.configure(config, kubeconfig=options.kubeconfig)
     try:
         server = OperatorServer(port=options.metrics_port, host=options.metrics_host)
     except OSError as err:
         raise UsageError(
             f"--metrics-port {options.metrics_port}: cannot listen ({err.strerror or err})"
         ) from None
+    kopf.configure(verbose=options.verbose)
+    from passhat.operator import handlers  # NB: importing registers the kopf handlers
+
+    handlers.configure(config, kubeconfig=options.kubeconfig)
     scope = ", ".join(options.namespaces) if options.namespaces else "all namespaces"
     logger.info(
         "passhat operator%s: serving %s; /metrics and /healthz on port %d%s",
