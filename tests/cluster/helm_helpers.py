@@ -1,0 +1,200 @@
+"""Helpers of the chart tests: a helm release of the local image and the example eval.
+
+The helm and Prometheus tests install charts/passhat the way a user would, from the image
+hack/image/build.sh imported into the node's containerd, in namespaced mode: the release
+serves only the namespaces it creates, so operators started by other tests never compete
+with it for an eval. The example eval (examples/eval.yaml) has known numbers, pinned here.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+CHART = REPO / "charts" / "passhat"
+EXAMPLE = REPO / "examples" / "eval.yaml"
+IMAGE_VALUES = (
+    "image.repository=localhost/passhat/passhat",
+    "image.tag=test",
+    "image.pullPolicy=Never",
+)
+INSTALL_TIMEOUT_S = 600
+EVAL_TIMEOUT_S = 900
+
+# examples/eval.yaml: 4 tasks x 4 trials; c = 4, 2, 0, 4; one infra error per slot of the last.
+EXPECTED_BY_K = {
+    1: {"tasksScored": 4, "meanPassRate": 0.625, "passAtK": 0.625, "passHatK": 0.625},
+    2: {"tasksScored": 4, "meanPassRate": 0.625, "passAtK": 17 / 24, "passHatK": 13 / 24},
+    4: {"tasksScored": 4, "meanPassRate": 0.625, "passAtK": 0.75, "passHatK": 0.5},
+}
+EXPECTED_INFRA_ERROR_RATE = 0.2
+EXPECTED_FLAKY = ["refund-over-limit"]
+RESTRICTED = {"pod-security.kubernetes.io/enforce": "restricted"}
+
+
+@dataclass(frozen=True)
+class Release:
+    """One installed release: its name, namespace, resource full name and eval namespace."""
+
+    name: str
+    namespace: str
+    evals_namespace: str
+    other_namespace: str
+
+    @property
+    def fullname(self) -> str:
+        """The name of its Deployment, Service, ServiceAccount and roles."""
+        return self.name if "passhat" in self.name else f"{self.name}-passhat"
+
+    @property
+    def service_account(self) -> str:
+        """The operator's identity, as `kubectl auth can-i --as` takes it."""
+        return f"system:serviceaccount:{self.namespace}:{self.fullname}"
+
+
+def run(cmd: list[str], env: dict[str, str], *, timeout: float = 300) -> str:
+    """Run a command; fail the test with its output when it fails."""
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout)
+    if proc.returncode != 0:
+        pytest.fail(f"{' '.join(cmd)} failed (exit {proc.returncode}):\n{proc.stderr}")
+    return proc.stdout
+
+
+def ensure_image(env: dict[str, str]) -> None:
+    """Build/import the operator image when containerd lacks this source tree's build."""
+    run(["bash", str(REPO / "hack" / "image" / "build.sh")], env, timeout=3600)
+
+
+def helm_args(release: Release, *sets: str) -> list[str]:
+    """`--set` arguments of the tests' release (local image, namespaced mode)."""
+    values = [*IMAGE_VALUES, f"watchNamespaces={{{release.evals_namespace}}}", *sets]
+    return [arg for value in values for arg in ("--set", value)]
+
+
+@contextmanager
+def installed_release(
+    env: dict[str, str], kubectl: Callable[..., str], *sets: str
+) -> Iterator[Release]:
+    """Install the chart (waiting for the operator to be Ready); uninstall and clean up after."""
+    suffix = uuid.uuid4().hex[:6]
+    release = Release(
+        name=f"ph-{suffix}",
+        namespace=f"ph-system-{suffix}",
+        evals_namespace=f"ph-evals-{suffix}",
+        other_namespace=f"ph-other-{suffix}",
+    )
+    for ns in (release.namespace, release.evals_namespace, release.other_namespace):
+        kubectl("create", "namespace", ns)
+        kubectl("label", "namespace", ns, "passhat.dev/test=true", *(f"{k}={v}" for k, v in RESTRICTED.items()))
+    try:
+        run(
+            [
+                "helm",
+                "install",
+                release.name,
+                str(CHART),
+                "--namespace",
+                release.namespace,
+                *helm_args(release, *sets),
+                "--wait",
+                "--timeout",
+                f"{INSTALL_TIMEOUT_S}s",
+            ],
+            env,
+            timeout=INSTALL_TIMEOUT_S + 60,
+        )
+        yield release
+    finally:
+        cleanup(env, kubectl, release)
+
+
+def cleanup(env: dict[str, str], kubectl: Callable[..., str], release: Release) -> None:
+    """Delete the evals (while the operator runs), uninstall, drop the namespaces."""
+    namespaces = (release.evals_namespace, release.other_namespace)
+    for ns in namespaces:
+        kubectl("delete", "consistencyevals", "--all", "-n", ns, "--wait=false", check=False)
+    subprocess.run(
+        ["helm", "uninstall", release.name, "-n", release.namespace, "--wait", "--timeout", "120s"],
+        capture_output=True,
+        env=env,
+        timeout=180,
+        check=False,
+    )
+    for ns in namespaces:
+        release_finalizers(kubectl, ns)
+    for ns in (release.namespace, *namespaces):
+        kubectl("delete", "namespace", ns, "--wait=false", check=False)
+
+
+def release_finalizers(kubectl: Callable[..., str], namespace: str) -> None:
+    """Strip finalizers from the evals and pods left in `namespace` (operator gone)."""
+    for kind in ("consistencyevals", "pods"):
+        names = kubectl("get", kind, "-n", namespace, "-o", "name", check=False).split()
+        for name in names:
+            kubectl(
+                "patch", name, "-n", namespace, "--type=merge",
+                "-p", '{"metadata":{"finalizers":null}}', check=False,
+            )  # fmt: skip
+
+
+def example_eval(name: str) -> str:
+    """examples/eval.yaml renamed to `name`."""
+    doc = yaml.safe_load(EXAMPLE.read_text())
+    doc["metadata"]["name"] = name
+    return yaml.safe_dump(doc, sort_keys=False)
+
+
+def get_eval(kubectl: Callable[..., str], namespace: str, name: str) -> dict[str, Any]:
+    """The eval as the API server has it."""
+    obj: dict[str, Any] = json.loads(
+        kubectl("get", "consistencyeval", name, "-n", namespace, "-o", "json")
+    )
+    return obj
+
+
+def wait_complete(
+    kubectl: Callable[..., str], namespace: str, name: str, timeout: float = EVAL_TIMEOUT_S
+) -> dict[str, Any]:
+    """Poll until the eval's Complete condition is True; return its status."""
+    deadline = time.monotonic() + timeout
+    status: dict[str, Any] = {}
+    while time.monotonic() < deadline:
+        status = get_eval(kubectl, namespace, name).get("status") or {}
+        for condition in status.get("conditions") or []:
+            if condition.get("type") == "Complete" and condition.get("status") == "True":
+                return status
+        time.sleep(2)
+    pytest.fail(
+        f"eval {namespace}/{name} not Complete after {timeout:.0f}s; last status:\n"
+        + json.dumps({k: v for k, v in status.items() if k != "ledger"}, indent=1)[:3000]
+    )
+
+
+def flaky_ids(status: dict[str, Any]) -> list[str]:
+    """The flaky task ids of a status (items may be ids or objects with an id)."""
+    return [f if isinstance(f, str) else str(f.get("id") or f.get("taskId")) for f in status.get("flaky") or []]
+
+
+def assert_example_numbers(status: dict[str, Any]) -> None:
+    """The example eval's status carries exactly its known numbers."""
+    by_k = {row["k"]: row for row in status["summary"]["byK"]}
+    assert sorted(by_k) == sorted(EXPECTED_BY_K)
+    for k, expected in EXPECTED_BY_K.items():
+        for field, value in expected.items():
+            assert by_k[k][field] == pytest.approx(value, abs=1e-6), (k, field, by_k[k])
+    assert status["summary"]["infraErrorRate"] == pytest.approx(EXPECTED_INFRA_ERROR_RATE)
+    assert flaky_ids(status) == EXPECTED_FLAKY
+    gate = status["gate"]
+    assert gate["passed"] is False
+    assert gate["value"] == pytest.approx(13 / 24, abs=1e-6)

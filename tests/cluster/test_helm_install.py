@@ -1,0 +1,168 @@
+"""The chart installs, serves an eval, upgrades and uninstalls on the real test cluster.
+
+The operator runs as a pod from the project's own image (imported into containerd, pull
+policy Never) in a namespace enforcing Pod Security `restricted`, in namespaced mode for one
+evals namespace; the example eval there completes with its known numbers.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from helm_helpers import (
+    CHART,
+    Release,
+    assert_example_numbers,
+    ensure_image,
+    example_eval,
+    get_eval,
+    helm_args,
+    installed_release,
+    run,
+    wait_complete,
+)
+
+EVAL = "support-agent"
+
+
+@pytest.fixture(scope="module")
+def release(cluster: Any, kubectl: Callable[..., str]) -> Iterator[Release]:
+    """The chart installed for this module (image built first when needed)."""
+    ensure_image(cluster.env())
+    with installed_release(cluster.env(), kubectl) as installed:
+        yield installed
+
+
+def operator_pods(kubectl: Callable[..., str], release: Release) -> list[dict[str, Any]]:
+    """The operator's pods (not terminating)."""
+    pods = json.loads(
+        kubectl(
+            "get", "pods", "-n", release.namespace, "-o", "json",
+            "-l", f"app.kubernetes.io/instance={release.name}",
+        )
+    )["items"]  # fmt: skip
+    return [p for p in pods if not p["metadata"].get("deletionTimestamp")]
+
+
+def is_ready(pod: dict[str, Any]) -> bool:
+    """Whether a pod reports the Ready condition."""
+    conditions = pod.get("status", {}).get("conditions") or []
+    return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
+
+
+def test_operator_runs_from_the_local_image(
+    release: Release, kubectl: Callable[..., str]
+) -> None:
+    """One Ready operator pod, from localhost/passhat/passhat:test, as UID 65532."""
+    (pod,) = operator_pods(kubectl, release)
+    assert is_ready(pod)
+    (container,) = pod["spec"]["containers"]
+    assert container["image"] == "localhost/passhat/passhat:test"
+    assert container["args"][:1] == ["operator"]
+    assert f"--namespace={release.evals_namespace}" in container["args"]
+    assert pod["spec"]["securityContext"]["runAsUser"] == 65532
+    (status,) = pod["status"]["containerStatuses"]
+    assert status["restartCount"] == 0
+
+
+def test_eval_in_another_namespace_completes_exactly(
+    release: Release, kubectl: Callable[..., str]
+) -> None:
+    """examples/eval.yaml in the evals namespace ends Complete with its known numbers."""
+    kubectl("apply", "-n", release.evals_namespace, "-f", "-", input=example_eval(EVAL))
+    status = wait_complete(kubectl, release.evals_namespace, EVAL)
+    assert_example_numbers(status)
+    listed = kubectl("get", "consistencyevals", "-n", release.evals_namespace)
+    assert EVAL in listed
+
+
+@pytest.mark.parametrize(
+    ("verb", "resource", "where", "allowed"),
+    [
+        ("create", "pods", "evals", True),
+        ("patch", "consistencyevals.passhat.dev/status", "evals", True),
+        ("create", "pods", "other", False),
+        ("list", "consistencyevals.passhat.dev", "other", False),
+        ("list", "consistencyevals.passhat.dev", "all", False),
+        ("get", "secrets", "evals", False),
+        ("get", "secrets", "system", False),
+        ("create", "pods/exec", "evals", False),
+    ],
+)
+def test_namespaced_mode_rights(
+    release: Release,
+    kubectl: Callable[..., str],
+    verb: str,
+    resource: str,
+    where: str,
+    allowed: bool,
+) -> None:
+    """The operator may act in its evals namespace only, and never read Secrets."""
+    scope = {
+        "evals": ["-n", release.evals_namespace],
+        "other": ["-n", release.other_namespace],
+        "system": ["-n", release.namespace],
+        "all": ["--all-namespaces"],
+    }[where]
+    answer = kubectl(
+        "auth", "can-i", verb, resource, *scope, f"--as={release.service_account}", check=False
+    ).strip()
+    assert answer == ("yes" if allowed else "no"), (verb, resource, where, answer)
+
+
+def test_other_namespace_eval_is_left_alone(
+    release: Release, kubectl: Callable[..., str]
+) -> None:
+    """An eval in a namespace the release was not given gets no status and no pods."""
+    kubectl("apply", "-n", release.other_namespace, "-f", "-", input=example_eval("ignored"))
+    # The served eval in the other namespace completed meanwhile; this one must stay untouched.
+    served = "served-after-ignored"
+    kubectl("apply", "-n", release.evals_namespace, "-f", "-", input=example_eval(served))
+    wait_complete(kubectl, release.evals_namespace, served)
+    assert not get_eval(kubectl, release.other_namespace, "ignored").get("status")
+    pods = kubectl("get", "pods", "-n", release.other_namespace, "-o", "name")
+    assert pods.strip() == ""
+
+
+def test_upgrade_rolls_the_operator_and_keeps_status(
+    release: Release, cluster: Any, kubectl: Callable[..., str]
+) -> None:
+    """`helm upgrade` replaces the operator pod; finished evals keep their exact status."""
+    (before,) = operator_pods(kubectl, release)
+    run(
+        [
+            "helm", "upgrade", release.name, str(CHART), "-n", release.namespace,
+            *helm_args(release, "podAnnotations.passhat\\.dev/upgraded=yes"),
+            "--wait", "--timeout", "600s",
+        ],
+        cluster.env(),
+        timeout=700,
+    )  # fmt: skip
+    (after,) = operator_pods(kubectl, release)
+    assert after["metadata"]["uid"] != before["metadata"]["uid"]
+    assert after["metadata"]["annotations"]["passhat.dev/upgraded"] == "yes"
+    assert is_ready(after)
+    status = get_eval(kubectl, release.evals_namespace, EVAL)["status"]
+    assert_example_numbers(status)
+    history = run(["helm", "history", release.name, "-n", release.namespace], cluster.env())
+    assert "upgrade complete" in history.lower()
+
+
+def test_uninstall_removes_the_operator_keeps_the_crd(
+    release: Release, cluster: Any, kubectl: Callable[..., str]
+) -> None:
+    """`helm uninstall` removes the release's objects; the CRD (and so user data) stays."""
+    run(
+        ["helm", "uninstall", release.name, "-n", release.namespace, "--wait"],
+        cluster.env(),
+    )
+    for kind in ("deployment", "serviceaccount", "service"):
+        left = kubectl("get", kind, release.fullname, "-n", release.namespace, check=False)
+        assert release.fullname not in left, kind
+    roles = kubectl("get", "roles,rolebindings", "-n", release.evals_namespace, "-o", "name")
+    assert release.fullname not in roles
+    kubectl("get", "crd", "consistencyevals.passhat.dev")
+    assert get_eval(kubectl, release.evals_namespace, EVAL)["status"]["summary"]
