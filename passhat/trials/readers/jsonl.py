@@ -1,0 +1,50 @@
+"""JSON Lines trial files: one object per line with `task_id` and `outcome`.
+
+This is passhat's own format (the local executor's `trials.jsonl`) and the easiest export
+from any harness. Extra keys (trial, attempt, reason, duration_s, final, ...) are allowed
+and ignored, except `trial`, which is kept when it is an integer. Blank lines are skipped.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from passhat.api.errors import InputError
+from passhat.trials.readers.rows import TrialRow, parse_outcome, parse_task_id
+
+__all__ = ["parse_jsonl", "row_from_object"]
+
+
+def row_from_object(obj: Any, *, path: str, line: int | None, where: str = "") -> TrialRow:
+    """A TrialRow from one decoded `{"task_id": ..., "outcome": ...}` object."""
+    if not isinstance(obj, dict):
+        raise InputError(
+            f"{where}expected a JSON object, got {type(obj).__name__}", path=path, line=line
+        )
+    for key in ("task_id", "outcome"):
+        if key not in obj:
+            raise InputError(f"{where}missing key {key!r}", path=path, line=line)
+    trial = obj.get("trial")
+    return TrialRow(
+        task_id=parse_task_id(obj["task_id"], path=path, line=line, where=where),
+        outcome=parse_outcome(obj["outcome"], path=path, line=line, where=where),
+        trial=trial if isinstance(trial, int) and not isinstance(trial, bool) else None,
+        line=line,
+    )
+
+
+def parse_jsonl(text: str, *, path: str) -> list[TrialRow]:
+    """Every non-blank line of `text` as a TrialRow; InputError with the line number if bad."""
+    rows = []
+    for number, raw in enumerate(text.splitlines(), start=1):
+        if not raw.strip():
+            continue
+        try:
+            obj = json.loads(raw)
+        except json.JSONDecodeError as err:
+            raise InputError(
+                f"bad JSON: {err.msg} (column {err.colno})", path=path, line=number
+            ) from None
+        rows.append(row_from_object(obj, path=path, line=number))
+    return rows
