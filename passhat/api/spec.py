@@ -19,7 +19,7 @@ from __future__ import annotations
 import difflib
 import re
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -69,6 +69,8 @@ MAX_INLINE_TASKS = 10_000
 MAX_KS = 32
 
 SPEC_ERROR = "passhat_spec"
+ExitCode = Annotated[int, Field(ge=0, le=255)]
+K = Annotated[int, Field(ge=1)]
 Path = tuple[str | int, ...]
 
 
@@ -170,15 +172,15 @@ class TrialSpec(_Model):
 class ExitCodes(_Model):
     """Which exit codes mean pass, fail and infra error (any other non-zero exit is a fail)."""
 
-    pass_: list[int] = Field(
+    pass_: list[ExitCode] = Field(
         default_factory=lambda: [0],
         alias="pass",
         description="Exit codes that mean the trial passed.",
     )
-    fail: list[int] = Field(
+    fail: list[ExitCode] = Field(
         default_factory=lambda: [1], description="Exit codes that mean the trial failed."
     )
-    infra_error: list[int] = Field(
+    infra_error: list[ExitCode] = Field(
         default_factory=lambda: [75],
         description="Exit codes that mean an infrastructure error (retried, never scored).",
     )
@@ -189,8 +191,6 @@ class ExitCodes(_Model):
         lists = (("pass", self.pass_), ("fail", self.fail), ("infraError", self.infra_error))
         for name, codes in lists:
             for index, code in enumerate(codes):
-                if not 0 <= code <= 255:
-                    raise _problem((name, index), f"exit code {code} is not in 0..255")
                 if code in seen:
                     where = "twice" if seen[code] == name else f"in both {seen[code]} and {name}"
                     raise _problem((name, index), f"exit code {code} is listed {where}")
@@ -242,6 +242,7 @@ class EvalSpec(_Model):
         min_length=1,
         max_length=MAX_INLINE_TASKS,
         description="The tasks, inline. Give exactly one of tasks and tasksFrom.",
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["id"]},
     )
     tasks_from: list[TaskSource] | None = Field(
         default=None,
@@ -250,12 +251,13 @@ class EvalSpec(_Model):
         description="ConfigMap keys holding the tasks (for large suites).",
     )
     trials: int = Field(ge=1, le=MAX_TRIALS, description="Trials per task (n); at least every k.")
-    ks: list[int] | None = Field(
+    ks: list[K] | None = Field(
         default=None,
         min_length=1,
         max_length=MAX_KS,
         description="The ks to report pass^k and pass@k at; default 1, 3 and trials "
         "(capped at trials).",
+        json_schema_extra={"x-kubernetes-list-type": "set"},
     )
     parallelism: int = Field(
         default=1, ge=1, le=100_000, description="Trial attempts in flight at once."
@@ -272,8 +274,6 @@ class EvalSpec(_Model):
         if (self.tasks is None) == (self.tasks_from is None):
             raise _problem((), "give exactly one of tasks and tasksFrom")
         for index, k in enumerate(self.ks or []):
-            if k < 1:
-                raise _problem(("ks", index), f"k={k} must be at least 1")
             if k > self.trials:
                 raise _problem(("ks", index), f"k={k} is larger than trials={self.trials}")
             if k in (self.ks or [])[:index]:
@@ -286,8 +286,13 @@ class EvalSpec(_Model):
 
     @property
     def report_ks(self) -> list[int]:
-        """The ks to report: `ks` as given, or the default 1, 3, trials (capped)."""
-        return list(self.ks) if self.ks is not None else default_ks(self.trials)
+        """The ks to report, ascending: `ks`, or the default 1, 3, trials (capped)."""
+        return sorted(self.ks) if self.ks is not None else default_ks(self.trials)
+
+    @property
+    def headline_k(self) -> int:
+        """The k `kubectl get` shows pass^k at: gate.k if there is a gate, else the largest k."""
+        return self.gate.k if self.gate is not None else max(self.report_ks)
 
     @property
     def main_container(self) -> dict[str, Any]:

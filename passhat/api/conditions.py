@@ -1,0 +1,130 @@
+"""Condition types and reasons of a ConsistencyEval, in the Kubernetes condition shape.
+
+`kubectl wait --for=condition=Complete` and dashboards key on these strings, so they are
+part of the API: named once here, each with what it means, and set through one helper
+that keeps `lastTransitionTime` when a condition's status does not change.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+__all__ = [
+    "COMPLETE",
+    "CONDITION_TYPES",
+    "CONFIG_ERROR",
+    "GATE_PASSED",
+    "INFRA_ERRORS_HIGH",
+    "REASON_ABOVE_THRESHOLD",
+    "REASON_ALL_FINAL",
+    "REASON_BELOW_THRESHOLD",
+    "REASON_FIRST_ATTEMPTS_FAILED",
+    "REASON_GATE_MET",
+    "REASON_GATE_MISSED",
+    "REASON_INVALID_SPEC",
+    "REASON_RESOLVED",
+    "REASON_RUNNING",
+    "REASON_TASKS_UNAVAILABLE",
+    "REASON_UNSAFE_TEMPLATE",
+    "find_condition",
+    "set_condition",
+    "timestamp",
+]
+
+# -- condition types --------------------------------------------------------------------
+# True when every trial slot is final (graded, or out of infra-error retries).
+COMPLETE = "Complete"
+# True when the spec's gate passed on the final numbers; False when it failed.
+GATE_PASSED = "GatePassed"
+# True when the eval cannot run as written (bad spec, unsafe template, missing tasks,
+# every first attempt an image/config error); the message names the field.
+CONFIG_ERROR = "ConfigError"
+# True when the infra-error rate is above the operator's threshold.
+INFRA_ERRORS_HIGH = "InfraErrorsHigh"
+
+CONDITION_TYPES = (COMPLETE, GATE_PASSED, CONFIG_ERROR, INFRA_ERRORS_HIGH)
+
+# -- reasons ----------------------------------------------------------------------------
+# Complete=True: every trial slot is final.
+REASON_ALL_FINAL = "AllTrialsFinal"
+# Complete=False: trials are still pending or running.
+REASON_RUNNING = "TrialsRunning"
+# GatePassed=True: the gated metric reached its minimum.
+REASON_GATE_MET = "GateMet"
+# GatePassed=False: the gated metric stayed below its minimum.
+REASON_GATE_MISSED = "GateMissed"
+# ConfigError=True: the spec is invalid (or changed incompatibly after the start).
+REASON_INVALID_SPEC = "InvalidSpec"
+# ConfigError=True: the pod template asks for privileges refused on this cluster.
+REASON_UNSAFE_TEMPLATE = "UnsafeTemplate"
+# ConfigError=True: the tasks' ConfigMap or key is missing or unreadable.
+REASON_TASKS_UNAVAILABLE = "TasksUnavailable"
+# ConfigError=True: every first attempt hit an image or container-config error.
+REASON_FIRST_ATTEMPTS_FAILED = "FirstAttemptsFailed"
+# ConfigError=False: a problem reported earlier is gone.
+REASON_RESOLVED = "Resolved"
+# InfraErrorsHigh=True: the infra-error rate is above the threshold.
+REASON_ABOVE_THRESHOLD = "AboveThreshold"
+# InfraErrorsHigh=False: the infra-error rate is at or below the threshold.
+REASON_BELOW_THRESHOLD = "BelowThreshold"
+
+_STATUSES = frozenset({"True", "False", "Unknown"})
+
+
+def timestamp(when: str | float | datetime) -> str:
+    """An RFC 3339 timestamp as the API server writes it (`2026-01-02T03:04:05Z`)."""
+    if isinstance(when, str):
+        return when
+    moment = when if isinstance(when, datetime) else datetime.fromtimestamp(when, UTC)
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def find_condition(conditions: Iterable[Mapping[str, Any]], kind: str) -> Mapping[str, Any] | None:
+    """The condition of type `kind`, or None."""
+    return next((c for c in conditions if c.get("type") == kind), None)
+
+
+def set_condition(
+    conditions: Iterable[Mapping[str, Any]],
+    kind: str,
+    status: str,
+    reason: str,
+    message: str,
+    *,
+    generation: int | None,
+    now: str | float | datetime,
+) -> list[dict[str, Any]]:
+    """A new condition list with condition `kind` set (the input is not changed).
+
+    `lastTransitionTime` moves to `now` only when the status changes (or the condition is
+    new); reason, message and observedGeneration always take the new values. Other
+    conditions keep their order; a new one goes last.
+    """
+    if status not in _STATUSES:
+        raise ValueError(f"condition status must be True, False or Unknown, not {status!r}")
+    updated: list[dict[str, Any]] = []
+    found = False
+    for condition in conditions:
+        entry = dict(condition)
+        if entry.get("type") == kind:
+            found = True
+            if entry.get("status") != status or not entry.get("lastTransitionTime"):
+                entry["lastTransitionTime"] = timestamp(now)
+            entry.update(status=status, reason=reason, message=message)
+            if generation is not None:
+                entry["observedGeneration"] = generation
+        updated.append(entry)
+    if not found:
+        entry = {
+            "type": kind,
+            "status": status,
+            "reason": reason,
+            "message": message,
+            "lastTransitionTime": timestamp(now),
+        }
+        if generation is not None:
+            entry["observedGeneration"] = generation
+        updated.append(entry)
+    return updated
