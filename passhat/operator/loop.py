@@ -255,6 +255,16 @@ class EvalLoop:
         to_create = [] if first_attempt_problem else self._plan_creates(ledger, live, capacity, now)
 
         status: dict[str, Any] | None = None
+        progress = previous.get("progress") or {}
+        idle = (
+            not recorded
+            and not to_create
+            and first_attempt_problem is None
+            and "ledger" in previous
+            and previous.get("observedGeneration") == generation
+            and progress.get("running") == len(live)
+        )
+        # NB: when idle nothing changed; skip recomputing the summary (CPU on big evals).
         if first_attempt_problem is not None:
             status = config_error_status(
                 previous=previous,
@@ -265,7 +275,7 @@ class EvalLoop:
                 now=now,
             )
             status["ledger"] = ledger.pack()
-        else:
+        elif not idle:
             status = build_status(
                 StatusInputs(
                     spec=spec,
@@ -279,8 +289,8 @@ class EvalLoop:
                     max_listed=self.config.max_listed_tasks,
                 )
             )
-        patch = _status_patch(status, previous)
-        if patch is None:
+        patch = _status_patch(status, previous) if status is not None else None
+        if status is None or patch is None:
             status = None
         else:
             try:
