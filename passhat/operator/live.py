@@ -21,7 +21,7 @@ from passhat.operator.kube import ApiError, Kube, load_client_config
 from passhat.stats import TaskTally
 from passhat.trials.ledger import LedgerError, SlotLedger
 
-__all__ = ["LiveEval", "current_namespace", "read_live_eval", "tallies_of"]
+__all__ = ["LiveEval", "client_config", "current_namespace", "read_live_eval", "tallies_of"]
 
 _SA_NAMESPACE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 
@@ -56,15 +56,21 @@ def current_namespace(kubeconfig: str | None = None) -> str:
     return "default"
 
 
-def _client(kubeconfig: str | None) -> Kube:
+def client_config(kubeconfig: str | None = None) -> Any:
+    """The API client configuration (kubeconfig, else in-cluster); UsageError if neither."""
     from kubernetes import config
 
     try:
-        configuration = load_client_config(kubeconfig)
-    except (config.ConfigException, OSError) as err:
+        return load_client_config(kubeconfig)
+    except (config.ConfigException, OSError, ValueError, TypeError) as err:
         where = kubeconfig or os.environ.get("KUBECONFIG") or "~/.kube/config"
-        raise UsageError(f"{where}: no usable kubeconfig or in-cluster config ({err})") from None
-    return Kube(configuration)
+        raise UsageError(
+            f"{where}: no usable kubeconfig, and not running in a pod ({err})"
+        ) from None
+
+
+def _client(kubeconfig: str | None) -> Kube:
+    return Kube(client_config(kubeconfig))
 
 
 def tallies_of(

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -19,6 +20,7 @@ import kopf
 
 from passhat.api.errors import UsageError
 from passhat.operator.config import OperatorConfig
+from passhat.operator.live import client_config
 from passhat.operator.server import DEFAULT_METRICS_PORT, OperatorServer
 
 __all__ = ["OperatorOptions", "config_with", "run_operator"]
@@ -70,13 +72,17 @@ def config_with(settings: Sequence[str], base: OperatorConfig | None = None) -> 
 def run_operator(options: OperatorOptions) -> None:
     """Serve ConsistencyEvals until a signal stops the operator (blocks).
 
-    Raises UsageError for a port that cannot be bound.
+    Raises UsageError for a port that cannot be bound or missing cluster credentials.
     """
     if not 0 <= options.metrics_port <= 65535:
         raise UsageError(f"--metrics-port {options.metrics_port}: must be 0..65535")
     config = dataclasses.replace(
         options.config, allow_privileged_trials=options.allow_privileged_trials
     )
+    if options.kubeconfig is not None:
+        # NB: kopf logs in through the kubernetes client, which reads $KUBECONFIG.
+        os.environ["KUBECONFIG"] = options.kubeconfig
+    client_config(options.kubeconfig)
     try:
         server = OperatorServer(port=options.metrics_port, host=options.metrics_host)
     except OSError as err:
@@ -107,5 +113,7 @@ async def _serve(options: OperatorOptions, server: OperatorServer) -> None:
             clusterwide=not options.namespaces,
             namespaces=list(options.namespaces),
         )
+    except kopf.LoginError as err:
+        raise UsageError(f"cannot log in to the cluster: {err}") from None
     finally:
         server.health.stop()
