@@ -161,10 +161,10 @@ def build_summary(
     """`status.summary` (camelCase JSON) from the per-k summaries of `passhat.stats`.
 
     `headline_k` picks the k shown in `kubectl get` (gate.k, else the largest k); when it
-    is not among `by_k` the headline is left out.
+    is not among `by_k` (a gate.k outside spec.ks) the largest k is the headline.
     """
     ordered = sorted(by_k, key=lambda s: s.k)
-    headline = next((s for s in ordered if s.k == headline_k), None)
+    headline = next((s for s in ordered if s.k == headline_k), ordered[-1] if ordered else None)
     summary = Summary(
         by_k=[
             KMetrics(

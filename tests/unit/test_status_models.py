@@ -20,12 +20,13 @@ def test_build_summary_orders_ks_and_sets_the_headline() -> None:
     assert summary["infraErrorRate"] == 0.1
 
 
-def test_headline_left_out_when_k_missing() -> None:
-    """A headline k that is not among the summaries is left out, not invented."""
-    summary = build_summary(
-        summarize_many([TaskTally("a", 1, 0, 0)], [1]), headline_k=3, infra_error_rate=0.0
-    )
-    assert "k" not in summary and "passHatK" not in summary
+def test_headline_falls_back_to_the_largest_k() -> None:
+    """A headline k that is not among the summaries (gate.k outside ks) gives the largest k."""
+    tallies = [TaskTally("a", 1, 1, 0)]
+    summary = build_summary(summarize_many(tallies, [1, 2]), headline_k=3, infra_error_rate=0.0)
+    assert summary["k"] == 2
+    empty = build_summary([], headline_k=1, infra_error_rate=0.0)
+    assert "k" not in empty and "passHatK" not in empty
 
 
 def test_round_trip_and_unknown_fields() -> None:
