@@ -262,6 +262,14 @@ class EvalSpec(_Model):
     parallelism: int = Field(
         default=1, ge=1, le=100_000, description="Trial attempts in flight at once."
     )
+    queue_name: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=63,
+        pattern=r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$",
+        description="Kueue LocalQueue for the trial pods (their kueue.x-k8s.io/queue-name "
+        "label); ignored locally.",
+    )
     trial: TrialSpec = Field(description="How one trial attempt runs.")
     grading: Grading = Field(default_factory=Grading, description="How exit codes are graded.")
     retry: RetryPolicy = Field(
