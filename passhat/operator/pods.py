@@ -113,9 +113,8 @@ def build_pod(*, eval_ref: EvalRef, spec: EvalSpec, task: Task, key: PodKey) -> 
     meta = template.get("metadata") or {}
     labels = {str(k): str(v) for k, v in (meta.get("labels") or {}).items()}
     annotations = {str(k): str(v) for k, v in (meta.get("annotations") or {}).items()}
-    queue_name = getattr(spec, "queue_name", None)
-    if queue_name:
-        labels[QUEUE_NAME_LABEL] = str(queue_name)
+    if spec.queue_name:
+        labels[QUEUE_NAME_LABEL] = spec.queue_name
     labels.update(
         {
             LABEL_EVAL: _label_value(eval_ref.name),

@@ -156,6 +156,12 @@ def test_template_choices_are_kept() -> None:
     assert pod["priorityClassName"] == "evals"
 
 
+def test_kueue_queue_name_becomes_a_label() -> None:
+    """spec.queueName is passed to Kueue as the queue-name label."""
+    spec = make_spec().model_copy(update={"queue_name": "team-a-queue"})
+    assert build(spec)["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "team-a-queue"
+
+
 def test_builder_does_not_mutate_the_spec() -> None:
     """Building a pod leaves the spec's template untouched (pods are built many times)."""
     spec = make_spec()
