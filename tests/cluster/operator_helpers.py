@@ -60,6 +60,22 @@ def install_crd(kubectl: Callable[..., str]) -> None:
     )
 
 
+# `passhat <args>` via the CLI's main(); until the CLI has its `operator` subcommand,
+# run_operator() directly with the namespaces from the arguments.
+_LAUNCHER = """
+import sys
+try:
+    from passhat.cli import main
+except ImportError:
+    from passhat.operator.main import OperatorOptions, run_operator
+    args = sys.argv[1:]
+    namespaces = [args[i + 1] for i, arg in enumerate(args) if arg == "--namespace"]
+    run_operator(OperatorOptions(namespaces=namespaces, metrics_port=0))
+else:
+    sys.exit(main())
+"""
+
+
 class OperatorProcess:
     """`passhat operator` in a subprocess, watching `namespaces`, log in `log_path`."""
 
@@ -79,16 +95,11 @@ class OperatorProcess:
         self.starts = 0
 
     def command(self) -> list[str]:
-        """The command line (the `passhat` entry point of this interpreter)."""
+        """`passhat operator --metrics-port 0 --namespace NS ...` with this interpreter."""
         args = ["operator", "--metrics-port", "0", *self.extra_args]
         for namespace in self.namespaces:
             args += ["--namespace", namespace]
-        return [
-            sys.executable,
-            "-c",
-            "import sys; from passhat.cli import main; sys.exit(main())",
-            *args,
-        ]
+        return [sys.executable, "-c", _LAUNCHER, *args]
 
     def start(self) -> None:
         """Start (or start again after a kill); output appended to the log."""
