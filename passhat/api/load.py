@@ -37,7 +37,22 @@ __all__ = [
     "resolve_tasks",
 ]
 
-_FAST_LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+def _json_loader(base: type[Any]) -> type[Any]:
+    """`base` without the timestamp resolver: dates stay strings, as `kubectl apply` sends them.
+
+    NB: a `date: 2024-01-01` in task params must reach the trial as JSON, and the API
+    server never sees YAML timestamps either (kubectl converts YAML to JSON first).
+    """
+    resolvers = {
+        first: [(tag, regexp) for tag, regexp in entries if tag != "tag:yaml.org,2002:timestamp"]
+        for first, entries in base.yaml_implicit_resolvers.items()
+    }
+    return type(f"Json{base.__name__}", (base,), {"yaml_implicit_resolvers": resolvers})
+
+
+_LOADER = _json_loader(yaml.SafeLoader)
+_FAST_LOADER = _json_loader(getattr(yaml, "CSafeLoader", yaml.SafeLoader))
 
 # Trial slots (tasks x trials) one eval may have; keeps status.ledger small.
 MAX_SLOTS = 200_000
@@ -66,7 +81,7 @@ def load_eval(path: str | FilePath) -> ConsistencyEval:
 def parse_eval(text: str, source: str = "<eval>") -> ConsistencyEval:
     """The eval in YAML `text`; `source` names it in error messages."""
     root = _compose(text, source)
-    data = yaml.safe_load(text)
+    data = yaml.load(text, Loader=_LOADER)
     if not isinstance(data, dict):
         raise SpecError(
             "expected a ConsistencyEval object (apiVersion, kind, metadata, spec)",
@@ -199,7 +214,7 @@ def read_local_config_maps(spec: EvalSpec, base_dir: str | FilePath) -> dict[str
 
 def _config_map_data(path: FilePath) -> dict[str, str]:
     try:
-        manifest = yaml.safe_load(path.read_text(encoding="utf-8"))
+        manifest = yaml.load(path.read_text(encoding="utf-8"), Loader=_FAST_LOADER)
     except yaml.YAMLError as err:
         raise InputError(f"invalid YAML: {_yaml_problem(err)}", path=str(path)) from None
     data = manifest.get("data") if isinstance(manifest, dict) else None
@@ -210,7 +225,7 @@ def _config_map_data(path: FilePath) -> dict[str, str]:
 
 def _compose(text: str, source: str) -> yaml.Node:
     try:
-        nodes = list(yaml.compose_all(text, Loader=yaml.SafeLoader))
+        nodes = list(yaml.compose_all(text, Loader=_LOADER))
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         line = mark.line + 1 if mark is not None else None
