@@ -66,7 +66,21 @@ DURATION_ANNOTATION = "passhat.dev/fake-duration"
 TRIAL_IMAGE = "localhost/passhat/busybox:test"
 
 TASK_TRIALS = 10  # the operator side runs N/10 tasks x 10 trials
-OPERATOR_CMD = (sys.executable, "-c", "import sys; from passhat.cli import main; sys.exit(main())")
+# `passhat operator ...` through the CLI's main(), or straight through run_operator() while
+# the CLI has no `operator` subcommand yet.
+OPERATOR_LAUNCHER = """
+import sys
+try:
+    from passhat.cli import main
+except ImportError:
+    from passhat.operator.main import OperatorOptions, run_operator
+    args = sys.argv[1:]
+    namespaces = [args[i + 1] for i, arg in enumerate(args) if arg == "--namespace"]
+    run_operator(OperatorOptions(namespaces=namespaces, metrics_port=0))
+else:
+    sys.exit(main())
+"""
+OPERATOR_CMD = (sys.executable, "-c", OPERATOR_LAUNCHER)
 CRD_NAME = "consistencyevals.passhat.dev"
 CRD_FILE = REPO / "crds" / f"{CRD_NAME}.yaml"
 
