@@ -168,10 +168,9 @@ async def run_eval(
             if state is PassState.DONE:
                 logger.info("eval finished; its daemon stops")
                 return
-            if state is PassState.CONFLICT:
-                continue
-            await _sleep(wake, stopped, config.resync_interval_s, wake_early=True)
-            # Coalesce a burst of pod events into one pass.
+            if state is not PassState.CONFLICT:
+                await _sleep(wake, stopped, config.resync_interval_s, wake_early=True)
+            # Coalesce a burst of pod events into one pass (and never spin on conflicts).
             rest = config.min_pass_interval_s - (time.monotonic() - started)
             if rest > 0 and not stopped:
                 await asyncio.sleep(rest)

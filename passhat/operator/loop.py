@@ -489,8 +489,20 @@ def _name(pod: Mapping[str, Any]) -> str:
 def _status_patch(new: Mapping[str, Any], old: Mapping[str, Any]) -> dict[str, Any] | None:
     """The merge patch turning status `old` into `new` (None when they are equal).
 
-    Keys of `old` that `new` lacks are set to null, which a merge patch deletes.
+    A merge patch merges nested objects, so keys of `old` that `new` lacks (at any depth)
+    are set to null, which deletes them.
     """
     if dict(new) == dict(old):
         return None
-    return {**{key: None for key in old if key not in new}, **new}
+    return _merge_diff(new, old)
+
+
+def _merge_diff(new: Mapping[str, Any], old: Mapping[str, Any]) -> dict[str, Any]:
+    patch: dict[str, Any] = {key: None for key in old if key not in new}
+    for key, value in new.items():
+        before = old.get(key)
+        if isinstance(value, Mapping) and isinstance(before, Mapping):
+            patch[key] = _merge_diff(value, before)
+        else:
+            patch[key] = value
+    return patch

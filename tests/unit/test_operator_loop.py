@@ -324,3 +324,17 @@ def test_image_errors_on_every_first_attempt_stop_the_eval() -> None:
     assert condition_status(status, "ConfigError") == "True"
     assert "every first attempt" in status["message"]
     assert harness.api.pods == {}
+
+
+def test_status_patch_deletes_keys_at_any_depth() -> None:
+    """The merge patch nulls keys the new status lacks, also inside nested objects."""
+    from passhat.operator.loop import _status_patch
+
+    old = {"phase": "Pending", "message": "m", "summary": {"k": 3, "byK": []}}
+    new = {"phase": "Running", "summary": {"byK": [1]}}
+    assert _status_patch(new, old) == {
+        "message": None,
+        "phase": "Running",
+        "summary": {"k": None, "byK": [1]},
+    }
+    assert _status_patch(old, dict(old)) is None
