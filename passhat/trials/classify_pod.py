@@ -89,6 +89,8 @@ _CONFIG_WAITING = frozenset(
 )
 _TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
 _MAX_MESSAGE = 300
+# Kubernetes' default terminationGracePeriodSeconds.
+_DEFAULT_GRACE_S = 30.0
 
 
 @dataclass(frozen=True)
@@ -100,6 +102,7 @@ class PodFacts:
     status_message: str
     disruption: tuple[str, str] | None  # (condition reason, message) when True
     deleting: bool
+    deletion_window_start: float | None  # earliest time the deletion can have been requested
     oom_container: str | None
     main: Mapping[str, Any] | None  # state.terminated of the first container
     waiting: tuple[str, str, str] | None  # (container, reason, message) of a stuck container
@@ -205,6 +208,7 @@ def pod_facts(
         status_message=str(status.get("message") or ""),
         disruption=disruption,
         deleting=metadata.get("deletionTimestamp") is not None,
+        deletion_window_start=_deletion_window_start(pod, metadata),
         oom_container=oom,
         main=main if isinstance(main, Mapping) else None,
         waiting=waiting,
@@ -237,11 +241,37 @@ def _disruption(facts: PodFacts) -> Verdict:
     return _infra(DISRUPTION_REASONS.get(reason, _DEFAULT_DISRUPTION), f"{reason}: {message}")
 
 
-def _ended_by_signal(facts: PodFacts) -> bool:
-    code = facts.main_exit_code
-    return facts.main is not None and (
-        bool(facts.main.get("signal")) or (code is not None and normalize_exit_code(code) >= 128)
+def _deletion_window_start(pod: Mapping[str, Any], metadata: Mapping[str, Any]) -> float | None:
+    # NB: deletionTimestamp = request time + grace period, and the kubelet's last update
+    # resets deletionGracePeriodSeconds to 0, so use the pod's own grace period (or more).
+    deleted_at = _timestamp(metadata.get("deletionTimestamp"))
+    if deleted_at is None:
+        return None
+    grace = _get(pod, "spec", "terminationGracePeriodSeconds")
+    grace_s = float(grace) if isinstance(grace, int | float) and grace >= 0 else 0.0
+    return deleted_at - max(
+        grace_s, _DEFAULT_GRACE_S, _as_float(metadata.get("deletionGracePeriodSeconds"))
     )
+
+
+def _as_float(value: Any) -> float:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0.0
+
+
+def _ended_by_deletion(facts: PodFacts) -> bool:
+    """Whether the trial container of a pod being deleted ended because of the deletion.
+
+    It did when it was killed by a signal (143/137), or when it ended after the deletion
+    was requested (an agent that traps SIGTERM and exits 1 did not fail its task).
+    """
+    if not facts.deleting or facts.main is None:
+        return False
+    code = facts.main_exit_code
+    if facts.main.get("signal") or (code is not None and normalize_exit_code(code) >= 128):
+        return True
+    finished = _timestamp(facts.main.get("finishedAt"))
+    start = facts.deletion_window_start
+    return finished is not None and start is not None and finished >= start
 
 
 def _exit(facts: PodFacts) -> Verdict:
@@ -300,7 +330,7 @@ POD_RULES: tuple[Rule[PodFacts], ...] = (
     # NB: the kubelet kills the containers of a pod being deleted; that is not a crash.
     Rule(
         "killed_while_deleted",
-        lambda f: f.deleting and _ended_by_signal(f),
+        _ended_by_deletion,
         lambda f: _infra(DELETED, f"the pod was deleted (exit code {f.main_exit_code})"),
     ),
     Rule(

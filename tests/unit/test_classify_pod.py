@@ -166,8 +166,15 @@ def test_killed_while_being_deleted_is_deleted_not_a_crash() -> None:
     """Exit 143/137 of a pod with a deletionTimestamp is infra_error/deleted."""
     assert classify(pod("Failed", main=ended(143), deleting=True)) == (INFRA, "deleted")
     assert classify(pod("Failed", main=ended(137), deleting=True)) == (INFRA, "deleted")
-    # a normal end just before the deletion still counts as the agent's
+    # a normal end well before the deletion still counts as the agent's
     assert classify(pod("Failed", main=ended(1), deleting=True)) == (FAIL, "exit_code")
+    before = ended(1)
+    before["terminated"]["finishedAt"] = "2026-01-01T00:01:00Z"
+    assert classify(pod("Failed", main=before, deleting=True)) == (FAIL, "exit_code")
+    # ...but an agent that trapped SIGTERM and exited 1 after the deletion did not fail
+    trapped = ended(1)
+    trapped["terminated"]["finishedAt"] = "2026-01-01T00:04:50Z"
+    assert classify(pod("Failed", main=trapped, deleting=True)) == (INFRA, "deleted")
     # not ended yet: the caller waits, then uses verdict_for_vanished_pod()
     assert classify(pod("Running", deleting=True)) is None
     assert verdict_for_vanished_pod().reason == "deleted"
