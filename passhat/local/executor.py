@@ -34,16 +34,19 @@ from passhat.local.capacity import Capacity
 from passhat.local.cgroup import Pool, Slot
 from passhat.local.journal import Journal
 from passhat.local.plan import Plan
-from passhat.local.sandbox import Scratch, spawn
+from passhat.local.sandbox import Scratch, expand
+from passhat.local.spawner import Spawner, SpawnRequest
 from passhat.trials.classify import classify_exit, normalize_exit_code
 from passhat.trials.ledger import SlotLedger
 from passhat.trials.outcomes import Outcome, Verdict
 from passhat.trials.result import MAX_RESULT_BYTES, parse_result
 
-__all__ = ["KILL_GRACE", "Attempt", "Executor", "Progress", "transcript_name"]
+__all__ = ["KILL_GRACE", "SPAWN_THREADS", "Attempt", "Executor", "Progress", "transcript_name"]
 
 # Seconds between SIGTERM and SIGKILL of a timed-out attempt's process group.
 KILL_GRACE = 2.0
+# Threads that start attempts (their start-up waits overlap; see passhat.local.spawner).
+SPAWN_THREADS = 4
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
 
 
@@ -70,20 +73,19 @@ class Progress:
     infra_errors: int = 0
 
 
-@dataclass
+@dataclass(eq=False)
 class Attempt:
-    """One running attempt of a trial slot."""
+    """One attempt of a trial slot, from its spawn request to its end."""
 
     task: int
     trial: int
     attempt: int
     worker: int
-    pid: int
-    pidfd: int
     started: float
     deadline: float
-    transcript: str
     cgroup: Slot | None = None
+    pid: int = -1
+    pidfd: int = -1
     kill_at: float | None = None
     timed_out: bool = False
     over_memory: bool = False
@@ -104,6 +106,7 @@ class Executor:
         on_record: Callable[[dict[str, Any]], None] | None = None,
         on_progress: Callable[[Progress], None] | None = None,
         fresh_transcripts: bool = True,
+        spawn_threads: int = SPAWN_THREADS,
     ) -> None:
         self.plan = plan
         self.ledger = ledger
@@ -114,34 +117,40 @@ class Executor:
         self.on_record = on_record
         self.on_progress = on_progress
         self.fresh_transcripts = fresh_transcripts
+        self.spawn_threads = max(1, min(spawn_threads, plan.parallelism))
         self.progress = Progress(slots=plan.slots, done=ledger.done, retries=ledger.retries)
         self._stop = threading.Event()
         self._wake_r, self._wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         self._selector = selectors.DefaultSelector()
         self._selector.register(self._wake_r, selectors.EVENT_READ, None)
-        self._running: dict[int, Attempt] = {}
+        self._active: set[Attempt] = set()
+        self._by_pid: dict[int, Attempt] = {}
         self._free_workers: list[int] = []
         self._workers = 0
-        self._task_dirs: set[int] = set()
         self._scratch: Scratch | None = None
+        self._spawner: Spawner | None = None
         self._watch_rss = pool is None and plan.limits.memory is not None
         self._next_rss = 0.0
+
+    def _wake(self) -> None:
+        with contextlib.suppress(OSError):
+            os.write(self._wake_w, b"x")
 
     def stop(self) -> None:
         """Ask the loop to kill the running attempts and return (safe from a signal handler)."""
         self._stop.set()
-        with contextlib.suppress(OSError):
-            os.write(self._wake_w, b"x")
+        self._wake()
 
     def run(self) -> bool:
         """Run until every slot is final (True) or a stop was requested (False)."""
         self._scratch = Scratch()
         _close_inherited_fds()
+        self._spawner = Spawner(threads=self.spawn_threads, pool=self.pool, wake=self._wake)
         try:
             return self._loop()
         finally:
             self._kill_all()
-            self.journal.sync(force=True)
+            self._spawner.close()
             self._scratch.close()
             self._selector.close()
             os.close(self._wake_r)
@@ -149,6 +158,7 @@ class Executor:
 
     def _loop(self) -> bool:
         plan = self.plan
+        assert self._spawner is not None
         # NB: trial-major order, so a partial run already covers every task
         fresh = deque(
             (task, trial)
@@ -158,12 +168,12 @@ class Executor:
         )
         retries: list[tuple[float, int, int]] = []
         self._report_progress()
-        while fresh or retries or self._running:
+        while fresh or retries or self._active:
             if self._stop.is_set():
                 return False
             now = time.monotonic()
             while (
-                len(self._running) < plan.parallelism
+                len(self._active) < plan.parallelism
                 and (fresh or (retries and retries[0][0] <= now))
                 and self.capacity.fits(plan.requests)
             ):
@@ -172,39 +182,36 @@ class Executor:
                 else:
                     task, trial = fresh.popleft()
                 self._start(task, trial)
-            timeout = self._next_wakeup(retries)
-            for key, _ in self._selector.select(timeout):
+            for key, _ in self._selector.select(self._next_wakeup(retries)):
                 if key.data is None:
                     with contextlib.suppress(BlockingIOError):
-                        os.read(self._wake_r, 64)
+                        os.read(self._wake_r, 4096)
+                    for request in self._spawner.finished():
+                        self._started(request)
                     continue
                 attempt: Attempt = key.data
                 retry_at = self._finish(attempt)
                 if retry_at is not None:
                     heapq.heappush(retries, (retry_at, attempt.task, attempt.trial))
             self._enforce_deadlines()
-            self.journal.sync()
             self._report_progress()
         return True
 
     def _next_wakeup(self, retries: list[tuple[float, int, int]]) -> float | None:
-        due = [a.kill_at if a.kill_at is not None else a.deadline for a in self._running.values()]
-        if retries and len(self._running) < self.plan.parallelism:
+        due = [a.kill_at if a.kill_at is not None else a.deadline for a in self._by_pid.values()]
+        if retries and len(self._active) < self.plan.parallelism:
             due.append(retries[0][0])
-        sync = self.journal.sync_due()
-        if sync is not None:
-            due.append(sync)
-        if self._watch_rss and self._running:
+        if self._watch_rss and self._by_pid:
             due.append(self._next_rss)
-        if self.on_progress is not None and self._running:
+        if self.on_progress is not None and self._active:
             due.append(time.monotonic() + 1.0)
         if not due:
             return None
         return max(0.0, min(due) - time.monotonic())
 
     def _start(self, task: int, trial: int) -> None:
-        plan, scratch = self.plan, self._scratch
-        assert scratch is not None
+        plan, scratch, spawner = self.plan, self._scratch, self._spawner
+        assert scratch is not None and spawner is not None
         attempt_no = self.ledger.next_attempt(task, trial)
         worker = self._free_workers.pop() if self._free_workers else self._new_worker()
         workdir = scratch.workdir(worker)
@@ -221,47 +228,56 @@ class Executor:
             PASSHAT_RESULT=scratch.result_path(worker),
         )
         argv = plan.argv
-        if any("$(" in arg for arg in argv):
-            from passhat.local.sandbox import expand
-
+        if plan.expand_args:
             argv = [argv[0], *(expand(arg, env) for arg in argv[1:])]
-        transcript = self._transcript_path(task, trial, attempt_no)
-        cgroup = self.pool.acquire() if self.pool is not None else None
-        wrapper = None
-        if cgroup is not None and self.pool is not None and self.pool.placement == "wrapper":
-            wrapper = cgroup.procs_path
-        if self.pool is not None and cgroup is not None:
-            with self.pool.entered(cgroup):
-                pid = spawn(
-                    plan.executable,
-                    argv,
-                    env,
-                    cwd=workdir,
-                    transcript=transcript,
-                    wrapper_procs=wrapper,
-                )
-        else:
-            pid = spawn(plan.executable, argv, env, cwd=workdir, transcript=transcript)
         now = time.monotonic()
-        pidfd = os.pidfd_open(pid)
-        running = Attempt(
+        attempt = Attempt(
             task=task,
             trial=trial,
             attempt=attempt_no,
             worker=worker,
-            pid=pid,
-            pidfd=pidfd,
             started=now,
             deadline=now + plan.timeout_seconds,
-            transcript=transcript,
-            cgroup=cgroup,
+            cgroup=self.pool.acquire() if self.pool is not None else None,
         )
-        self._selector.register(pidfd, selectors.EVENT_READ, running)
-        self._running[pid] = running
+        self._active.add(attempt)
         self.capacity.take(plan.requests)
-        self.progress.running = len(self._running)
-        if self._watch_rss and len(self._running) == 1:
-            self._next_rss = now + rss.INTERVAL
+        self.progress.running = len(self._active)
+        spawner.submit(
+            SpawnRequest(
+                executable=plan.executable,
+                argv=argv,
+                env=env,
+                cwd=workdir,
+                transcript=self._transcript_path(task, trial, attempt_no),
+                cgroup=attempt.cgroup,
+                tag=attempt,
+            )
+        )
+
+    def _started(self, request: SpawnRequest) -> None:
+        attempt: Attempt = request.tag
+        if request.error is not None or request.pid is None:
+            self._forget(attempt)
+            raise request.error or OSError("the trial did not start")
+        attempt.pid = request.pid
+        attempt.pidfd = os.pidfd_open(request.pid)
+        self._selector.register(attempt.pidfd, selectors.EVENT_READ, attempt)
+        self._by_pid[attempt.pid] = attempt
+        if self._watch_rss and len(self._by_pid) == 1:
+            self._next_rss = time.monotonic() + rss.INTERVAL
+
+    def _forget(self, attempt: Attempt) -> None:
+        """Drop an attempt that ended (or never started) from the running set."""
+        self._active.discard(attempt)
+        self._by_pid.pop(attempt.pid, None)
+        if attempt.cgroup is not None and self.pool is not None:
+            self.pool.release(attempt.cgroup)
+        assert self._scratch is not None
+        self._scratch.reset(attempt.worker)
+        self._free_workers.append(attempt.worker)
+        self.capacity.give(self.plan.requests)
+        self.progress.running = len(self._active)
 
     def _new_worker(self) -> int:
         self._workers += 1
@@ -269,9 +285,6 @@ class Executor:
 
     def _transcript_path(self, task: int, trial: int, attempt: int) -> str:
         directory = os.path.join(self.transcripts, transcript_name(self.plan.task_ids[task]))
-        if task not in self._task_dirs:
-            os.makedirs(directory, exist_ok=True)
-            self._task_dirs.add(task)
         path = os.path.join(directory, f"{trial}-{attempt}.log")
         if not self.fresh_transcripts:
             # NB: an orphan of a killed run may still hold the old file open
@@ -296,12 +309,11 @@ class Executor:
         plan = self.plan
         exit_code = self._reap(attempt)
         duration = time.monotonic() - attempt.started
-        del self._running[attempt.pid]
         oom = attempt.over_memory
-        if attempt.cgroup is not None and self.pool is not None:
+        if attempt.cgroup is not None:
             oom = oom or attempt.cgroup.oom_kills() > attempt.cgroup.oom_baseline
-            self.pool.release(attempt.cgroup)
         result = _read_result(self._result_path(attempt.worker))
+        self._forget(attempt)
         verdict = classify_exit(
             exit_code=exit_code,
             grading=plan.grading,
@@ -310,10 +322,6 @@ class Executor:
             timed_out=attempt.timed_out,
             timeout_is=plan.timeout_is,
         )
-        assert self._scratch is not None
-        self._scratch.reset(attempt.worker)
-        self._free_workers.append(attempt.worker)
-        self.capacity.give(plan.requests)
         final = plan.retry.is_final(verdict, attempt.attempt)
         if not self.ledger.record(
             attempt.task, attempt.trial, attempt.attempt, verdict, final=final
@@ -343,7 +351,6 @@ class Executor:
 
     def _count(self, verdict: Verdict, final: bool) -> None:
         progress = self.progress
-        progress.running = len(self._running)
         if verdict.outcome is Outcome.PASS:
             progress.passed += 1
         elif verdict.outcome is Outcome.FAIL:
@@ -357,7 +364,7 @@ class Executor:
 
     def _enforce_deadlines(self) -> None:
         now = time.monotonic()
-        for attempt in self._running.values():
+        for attempt in self._by_pid.values():
             if attempt.kill_at is not None:
                 if now >= attempt.kill_at:
                     self._kill(attempt, signal.SIGKILL)
@@ -366,13 +373,13 @@ class Executor:
                 attempt.timed_out = True
                 self._kill(attempt, signal.SIGTERM)
                 attempt.kill_at = now + KILL_GRACE
-        if self._watch_rss and self._running and now >= self._next_rss:
+        if self._watch_rss and self._by_pid and now >= self._next_rss:
             self._next_rss = now + rss.INTERVAL
             limit = self.plan.limits.memory
             assert limit is not None
-            usage = rss.session_rss(set(self._running))
+            usage = rss.session_rss(set(self._by_pid))
             for pid, used in usage.items():
-                attempt = self._running[pid]
+                attempt = self._by_pid[pid]
                 if used > limit and not attempt.over_memory:
                     attempt.over_memory = True
                     self._kill(attempt, signal.SIGKILL)
@@ -386,14 +393,16 @@ class Executor:
                     os.kill(pid, signal.SIGKILL)
 
     def _kill_all(self) -> None:
-        for attempt in list(self._running.values()):
+        assert self._spawner is not None
+        for request in self._spawner.wait_all():
+            if request.pid is not None:
+                self._started(request)
+            else:
+                self._forget(request.tag)
+        for attempt in list(self._by_pid.values()):
             self._kill(attempt, signal.SIGKILL)
             self._reap(attempt)
-            if attempt.cgroup is not None and self.pool is not None:
-                self.pool.release(attempt.cgroup)
-            self.capacity.give(self.plan.requests)
-        self._running.clear()
-        self.progress.running = 0
+            self._forget(attempt)
 
     def _report_progress(self) -> None:
         if self.on_progress is not None:

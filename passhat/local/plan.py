@@ -42,6 +42,11 @@ class Plan:
     parallelism: int
 
     @property
+    def expand_args(self) -> bool:
+        """Whether the arguments use Kubernetes' `$(VAR)` expansion (or its `$$` escape)."""
+        return any("$(" in arg or "$$" in arg for arg in self.argv[1:])
+
+    @property
     def slots(self) -> int:
         """Trial slots: tasks x trials."""
         return len(self.task_ids) * self.trials

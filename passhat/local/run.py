@@ -19,7 +19,6 @@ import sys
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, TextIO
 
 from passhat.api.errors import InputError, SpecError, UsageError
@@ -240,9 +239,9 @@ def run(
             pool.close()
         if display is not None:
             display.close()
-    summaries = summarize_many(
-        tally((r["task_id"], r["outcome"]) for r in records), evaluation.spec.report_ks
-    )
+    tallies = tally((r["task_id"], r["outcome"]) for r in records)
+    ks = evaluation.spec.report_ks
+    summaries = summarize_many(tallies, ks)
     passed = gate_passed(evaluation.spec.gate, summaries) if finished else None
     if options.metrics_textfile:
         from passhat.metrics import write_textfile
@@ -260,23 +259,21 @@ def run(
             f"continue with: passhat run {eval_path} --out {out} --resume\n"
         )
         return EXIT_INTERRUPTED
-    _print_report(stdout, options.format, summaries, evaluation, passed, out)
+    from passhat.report import render
+
+    stdout.write(
+        render(tallies, ks, options.format, title=plan.eval_name, color=_color(stdout, environ))
+    )
+    if passed is not None:
+        gate = evaluation.spec.gate
+        assert gate is not None
+        verdict = "passed" if passed else "FAILED"
+        stderr.write(
+            f"passhat: gate {verdict}: {gate.metric} at k={gate.k} must be >= {gate.min:g}\n"
+        )
+    stdout.flush()
     return EXIT_OK if passed is not False else EXIT_GATE_FAILED
 
 
-def _print_report(
-    stdout: TextIO,
-    fmt: str,
-    summaries: list[KSummary],
-    evaluation: ConsistencyEval,
-    passed: bool | None,
-    out: str,
-) -> None:
-    from passhat.report import render
-
-    stdout.write(render(summaries, fmt))
-    if not str(render).endswith("\n"):
-        stdout.write("")
-    stdout.flush()
-    del evaluation, passed, out
-    _ = Path
+def _color(stream: TextIO, environ: Mapping[str, str]) -> bool:
+    return stream.isatty() and "NO_COLOR" not in environ

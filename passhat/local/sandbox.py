@@ -41,7 +41,6 @@ CALLER_VARS = ("PATH", "LANG", "LANGUAGE", "TZ", "TERM")
 CONTAINER = "spec.trial.template.spec.containers[0]"
 # The v2 cgroup wrapper: join the cgroup whose cgroup.procs is $0, then become the trial.
 WRAPPER = 'echo $$ > "$0" || exit 125; exec "$@"'
-WRAPPER_FAILED = 125
 
 _VAR = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)")
 
@@ -193,32 +192,20 @@ def spawn(
     argv: list[str],
     env: Mapping[str, str],
     *,
-    cwd: str,
-    transcript: str,
+    out: int,
     wrapper_procs: str | None = None,
 ) -> int:
-    """Start one attempt in a new session; its pid.
+    """Start one attempt in a new session, in the calling thread's cwd; its pid.
 
-    `posix_spawn` has no chdir, so the working directory is switched around the call; the
-    caller must be the only thread that cares about the cwd (the executor loop). With
-    `wrapper_procs` the attempt first joins the cgroup whose `cgroup.procs` that is.
+    stdin is /dev/null, stdout and stderr go to the open file `out`. With `wrapper_procs`
+    the attempt first joins the cgroup whose `cgroup.procs` that is.
     """
-    out = os.open(transcript, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
-    try:
-        actions = [
-            (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
-            (os.POSIX_SPAWN_DUP2, out, 1),
-            (os.POSIX_SPAWN_DUP2, out, 2),
-        ]
-        if wrapper_procs is not None:
-            argv = ["/bin/sh", "-c", WRAPPER, wrapper_procs, executable, *argv[1:]]
-            executable = "/bin/sh"
-        home = os.open(".", os.O_RDONLY | os.O_CLOEXEC)
-        try:
-            os.chdir(cwd)
-            return os.posix_spawn(executable, argv, env, file_actions=actions, setsid=True)
-        finally:
-            os.fchdir(home)
-            os.close(home)
-    finally:
-        os.close(out)
+    actions = [
+        (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+        (os.POSIX_SPAWN_DUP2, out, 1),
+        (os.POSIX_SPAWN_DUP2, out, 2),
+    ]
+    if wrapper_procs is not None:
+        argv = ["/bin/sh", "-c", WRAPPER, wrapper_procs, executable, *argv[1:]]
+        executable = "/bin/sh"
+    return os.posix_spawn(executable, argv, env, file_actions=actions, setsid=True)

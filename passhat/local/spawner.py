@@ -1,0 +1,151 @@
+"""A few long-lived threads that start attempts, so start-up latencies overlap.
+
+`posix_spawn` returns only once the child has exec'd, and on a busy machine the child
+waits for a CPU first: one thread starting a thousand short trials spends most of its
+time waiting. A small pool of spawner threads (not one thread per attempt) overlaps
+those waits; the executor loop stays single-threaded and just submits requests and
+collects pids. Each spawner thread owns its working directory (`unshare(CLONE_FS)`), so
+it can chdir into the attempt's sandbox before spawning without disturbing the rest of
+the process; where that is not possible, spawns are serialized and the directory is
+switched back after each. With cgroup v1 a spawner thread also steps into the attempt's
+cgroup around the spawn (see `passhat.local.cgroup`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import queue
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from passhat.local.cgroup import Pool, Slot
+from passhat.local.sandbox import spawn
+
+__all__ = ["SpawnRequest", "Spawner"]
+
+_CLONE_FS = 0x200
+
+
+@dataclass
+class SpawnRequest:
+    """One attempt to start; `pid` or `error` is set when done."""
+
+    executable: str
+    argv: list[str]
+    env: Mapping[str, str]
+    cwd: str
+    transcript: str
+    cgroup: Slot | None
+    tag: Any = None
+    pid: int | None = None
+    error: OSError | None = field(default=None)
+
+
+def _own_cwd() -> bool:
+    """Give the calling thread a working directory of its own (Linux CLONE_FS)."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return bool(libc.unshare(_CLONE_FS) == 0)
+    except (OSError, AttributeError):
+        return False
+
+
+class Spawner:
+    """Starts attempts on `threads` threads; `wake` is called after each one is started."""
+
+    def __init__(self, *, threads: int, pool: Pool | None, wake: Callable[[], None]) -> None:
+        self.pool = pool
+        self._wake = wake
+        self._requests: queue.SimpleQueue[SpawnRequest | None] = queue.SimpleQueue()
+        self._done: queue.SimpleQueue[SpawnRequest] = queue.SimpleQueue()
+        self._serial = threading.Lock()
+        self.outstanding = 0
+        self._threads = [
+            threading.Thread(target=self._work, name=f"passhat-spawn-{i}", daemon=True)
+            for i in range(max(1, threads))
+        ]
+        for thread in self._threads:
+            thread.start()
+
+    def submit(self, request: SpawnRequest) -> None:
+        """Queue `request`; it shows up in `finished()` once started (or failed)."""
+        self.outstanding += 1
+        self._requests.put(request)
+
+    def finished(self) -> list[SpawnRequest]:
+        """The requests started since the last call."""
+        started = []
+        while True:
+            try:
+                started.append(self._done.get_nowait())
+            except queue.Empty:
+                break
+        self.outstanding -= len(started)
+        return started
+
+    def wait_all(self) -> list[SpawnRequest]:
+        """Wait for every submitted request; the ones not collected yet."""
+        started = []
+        while self.outstanding:
+            started.append(self._done.get())
+            self.outstanding -= 1
+        return started
+
+    def close(self) -> None:
+        """Stop the threads."""
+        for _ in self._threads:
+            self._requests.put(None)
+        for thread in self._threads:
+            thread.join()
+
+    def _work(self) -> None:
+        private_cwd = _own_cwd()
+        while (request := self._requests.get()) is not None:
+            try:
+                if private_cwd:
+                    request.pid = self._spawn(request)
+                else:
+                    with self._serial:
+                        home = os.open(".", os.O_RDONLY | os.O_CLOEXEC)
+                        try:
+                            request.pid = self._spawn(request)
+                        finally:
+                            os.fchdir(home)
+                            os.close(home)
+            except OSError as err:
+                request.error = err
+            self._done.put(request)
+            self._wake()
+
+    def _spawn(self, request: SpawnRequest) -> int:
+        os.chdir(request.cwd)
+        transcript = _open_transcript(request.transcript)
+        try:
+            slot, pool = request.cgroup, self.pool
+            if slot is None or pool is None:
+                return spawn(request.executable, request.argv, request.env, out=transcript)
+            wrapper = slot.procs_path if pool.placement == "wrapper" else None
+            with pool.entered(slot):
+                return spawn(
+                    request.executable,
+                    request.argv,
+                    request.env,
+                    out=transcript,
+                    wrapper_procs=wrapper,
+                )
+        finally:
+            os.close(transcript)
+
+
+def _open_transcript(path: str) -> int:
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC
+    try:
+        return os.open(path, flags, 0o644)
+    except FileNotFoundError:
+        with contextlib.suppress(FileExistsError):
+            os.makedirs(os.path.dirname(path))
+        return os.open(path, flags, 0o644)

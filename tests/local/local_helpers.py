@@ -1,0 +1,105 @@
+"""Helpers for the local-executor tests: write an eval, run `passhat` as a real subprocess."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+# Generous: these tests share two cores with a Kubernetes build and other suites.
+TIMEOUT = 180
+
+PASSHAT = [
+    sys.executable,
+    "-c",
+    "import sys; from passhat.cli import main; sys.argv[0] = 'passhat'; sys.exit(main())",
+]
+
+
+def eval_doc(
+    script: str,
+    *,
+    tasks: list[str],
+    trials: int = 2,
+    name: str = "t",
+    parallelism: int = 4,
+    resources: dict[str, Any] | None = None,
+    env: list[dict[str, Any]] | None = None,
+    **spec: Any,
+) -> dict[str, Any]:
+    """A ConsistencyEval whose single container runs `sh -c script`."""
+    container: dict[str, Any] = {
+        "name": "agent",
+        "image": "ignored:locally",
+        "command": ["sh", "-c", textwrap.dedent(script)],
+    }
+    if resources is not None:
+        container["resources"] = resources
+    if env is not None:
+        container["env"] = env
+    body: dict[str, Any] = {
+        "tasks": [{"id": task} for task in tasks],
+        "trials": trials,
+        "parallelism": parallelism,
+        "retry": {"infraErrors": 2, "backoffSeconds": 0.05},
+        "trial": {"timeoutSeconds": 60, "template": {"spec": {"containers": [container]}}},
+    }
+    body.update(spec)
+    return {
+        "apiVersion": "passhat.dev/v1alpha1",
+        "kind": "ConsistencyEval",
+        "metadata": {"name": name},
+        "spec": body,
+    }
+
+
+def write_eval(path: Path, doc: dict[str, Any]) -> Path:
+    """Write `doc` as YAML to `path`."""
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return path
+
+
+def passhat(
+    *args: str | os.PathLike[str], cwd: Path | None = None, timeout: float = TIMEOUT
+) -> subprocess.CompletedProcess[str]:
+    """Run the `passhat` CLI to completion, output captured."""
+    return subprocess.run(
+        [*PASSHAT, *map(str, args)],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=timeout,
+        check=False,
+    )
+
+
+def start_passhat(*args: str | os.PathLike[str], cwd: Path | None = None) -> subprocess.Popen[str]:
+    """Start the `passhat` CLI in its own process group (so the group can be killed)."""
+    return subprocess.Popen(
+        [*PASSHAT, *map(str, args)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=cwd,
+        start_new_session=True,
+    )
+
+
+def rows(out: Path) -> list[dict[str, Any]]:
+    """The records of `out/trials.jsonl`."""
+    text = (out / "trials.jsonl").read_text()
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
+def by_slot(records: list[dict[str, Any]]) -> dict[tuple[str, int], list[dict[str, Any]]]:
+    """Records grouped by (task_id, trial), attempts in order."""
+    slots: dict[tuple[str, int], list[dict[str, Any]]] = {}
+    for record in records:
+        slots.setdefault((record["task_id"], record["trial"]), []).append(record)
+    return slots

@@ -1,0 +1,41 @@
+"""Each attempt gets a fresh empty directory, a clean environment and its own session."""
+
+from __future__ import annotations
+
+import json
+
+from local_helpers import eval_doc, rows
+
+# Trial 0 leaves a file behind; any trial that sees a file fails. The environment is
+# dumped into the transcript. NB: `$$$$` is the shell's `$$` after Kubernetes' expansion.
+SCRIPT = """
+[ -z "$(ls -A)" ] || { echo "dirty: $(ls -A)"; exit 1; }
+[ "$PWD" = "$HOME" ] && [ "$TMPDIR" = "$HOME" ] || exit 1
+touch leftover "$TMPDIR/also-left"
+env | sort
+[ "$(ps -o sid= -p $$$$ | tr -d ' ')" = "$$$$" ] || { echo "not a session leader"; exit 1; }
+"""
+
+
+def test_fresh_directory_and_clean_environment(run_eval, tmp_path, monkeypatch) -> None:
+    """No file or caller variable reaches a trial; PASSHAT_* and the container env do."""
+    monkeypatch.setenv("SECRET_TOKEN", "leak")
+    doc = eval_doc(
+        SCRIPT,
+        tasks=["t"],
+        trials=3,
+        parallelism=1,
+        env=[{"name": "GREETING", "value": "hi"}, {"name": "BOTH", "value": "$(GREETING)!"}],
+    )
+    doc["spec"]["tasks"][0]["params"] = {"x": 1}
+    proc, out = run_eval(doc)
+    assert proc.returncode == 0, proc.stderr
+    assert [r["outcome"] for r in rows(out)] == ["pass"] * 3
+    text = (out / "transcripts" / "t" / "2-0.log").read_text()
+    env = dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
+    assert "SECRET_TOKEN" not in env
+    assert env["GREETING"] == "hi" and env["BOTH"] == "hi!"
+    assert env["PASSHAT_EVAL"] == "t" and env["PASSHAT_TASK_ID"] == "t"
+    assert json.loads(env["PASSHAT_TASK"]) == {"x": 1}
+    assert (env["PASSHAT_TRIAL"], env["PASSHAT_ATTEMPT"]) == ("2", "0")
+    assert "PATH" in env and "PASSHAT_RESULT" in env

@@ -1,0 +1,115 @@
+"""limits.memory is a hard ceiling: OOM kills count even when the trial's main process exits 0."""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from local_helpers import by_slot, eval_doc, rows
+
+from passhat.api.load import parse_eval
+from passhat.local import cgroup
+from passhat.local.capacity import Capacity
+from passhat.local.executor import Executor
+from passhat.local.journal import Journal, read_journal
+from passhat.local.plan import make_plan
+from passhat.trials.ledger import SlotLedger
+
+PY = sys.executable
+# The child allocates 400 MiB (touching every page) under a 64 MiB ceiling; its parent
+# shell ignores the failure and exits 0. "small" stays well below the ceiling.
+SCRIPT = f"""
+case "$PASSHAT_TASK_ID" in
+  child-oom) {PY} -c 'bytearray(400 * 2**20)'; exit 0 ;;
+  small) {PY} -c 'bytearray(8 * 2**20)' ;;
+esac
+"""
+LIMITS = {"limits": {"memory": "64Mi"}}
+
+needs_cgroup = pytest.mark.skipif(cgroup.detect() is None, reason="no writable memory cgroup")
+
+
+@needs_cgroup
+def test_child_oom_with_parent_exit_0_is_infra_error(run_eval) -> None:
+    """A grandchild OOM-killed by the cgroup makes the attempt infra_error/oom_killed."""
+    doc = eval_doc(SCRIPT, tasks=["child-oom", "small"], trials=2, resources=LIMITS)
+    doc["spec"]["retry"] = {"infraErrors": 1, "backoffSeconds": 0.05}
+    proc, out = run_eval(doc)
+    assert proc.returncode == 0, proc.stderr
+    slots = by_slot(rows(out))
+    for trial in range(2):
+        attempts = slots[("child-oom", trial)]
+        assert [(r["outcome"], r["reason"], r["exit_code"]) for r in attempts] == [
+            ("infra_error", "oom_killed", 0)
+        ] * 2
+        assert slots[("small", trial)] == [
+            {**slots[("small", trial)][0], "outcome": "pass", "reason": "exit_code"}
+        ]
+    assert _dead_runs_cgroups() == []
+
+
+def _dead_runs_cgroups() -> list[str]:
+    """Pool cgroups left behind by passhat runs that are gone."""
+    hierarchy = cgroup.detect()
+    assert hierarchy is not None
+    left = []
+    for name in os.listdir(hierarchy.memory):
+        match = re.match(r"passhat-(\d+)-\d+$", name)
+        if match and not os.path.exists(f"/proc/{match.group(1)}"):
+            left.append(name)
+    return left
+
+
+def _run_in_process(
+    tmp_path: Path, script: str, memory: str, *, pool: bool
+) -> list[dict[str, Any]]:
+    """Run a one-slot eval through the Executor directly (pool=False: RSS sampling)."""
+    doc = eval_doc(script, tasks=["t"], trials=1, resources={"limits": {"memory": memory}})
+    doc["spec"]["retry"] = {"infraErrors": 0}
+    evaluation = parse_eval(yaml.safe_dump(doc), "t.yaml")
+    capacity = Capacity.of_machine()
+    plan = make_plan(evaluation, evaluation.spec.tasks or [], source="t.yaml", eval_dir=".")
+    hierarchy = cgroup.detect() if pool else None
+    cgroups = (
+        cgroup.Pool(hierarchy, memory_limit=plan.limits.memory, cpu_limit=None)
+        if hierarchy is not None
+        else None
+    )
+    journal = Journal(str(tmp_path / "trials.jsonl"))
+    executor = Executor(
+        plan,
+        ledger=SlotLedger(1, 1),
+        journal=journal,
+        transcripts=str(tmp_path / "transcripts"),
+        capacity=capacity,
+        pool=cgroups,
+    )
+    thread = threading.Thread(target=executor.run)
+    thread.start()
+    thread.join(120)
+    assert not thread.is_alive()
+    journal.close()
+    if cgroups is not None:
+        cgroups.close()
+    return read_journal(str(tmp_path / "trials.jsonl"))
+
+
+def test_rss_fallback_kills_a_tree_over_the_limit(tmp_path: Path) -> None:
+    """Without cgroups, a process tree holding more than the limit is killed as oom_killed."""
+    script = f"{PY} -c 'import time; b = bytearray(300 * 2**20); time.sleep(60)'; exit 0"
+    (record,) = _run_in_process(tmp_path, script, "64Mi", pool=False)
+    assert (record["outcome"], record["reason"]) == ("infra_error", "oom_killed")
+    assert record["duration_s"] < 60
+
+
+def test_rss_fallback_leaves_small_trials_alone(tmp_path: Path) -> None:
+    """Without cgroups, a trial well under its limit passes."""
+    script = f"{PY} -c 'import time; b = bytearray(2**20); time.sleep(0.3)'"
+    (record,) = _run_in_process(tmp_path, script, "512Mi", pool=False)
+    assert (record["outcome"], record["reason"]) == ("pass", "exit_code")
