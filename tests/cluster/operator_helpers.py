@@ -7,7 +7,8 @@ Shared by the operator's fault tests, the surface tests and the benchmark smoke 
 - `eval_manifest(...)`: a ConsistencyEval whose trials run on kwok nodes.
 - `Scripter`: decides how each kwok trial pod ends from its (task, trial, attempt).
 - `expected_ledger(...)`: the ledger a script implies, computed without the operator.
-- `get_eval`, `wait_for_condition`, `trial_pods`.
+- `get_eval`, `wait_for_condition`, `trial_pods`, `delete_evals` (teardown while the
+  operator still runs, so no eval keeps its namespace Terminating).
 
 How kwok trials are scripted: the template asks kwok to keep every pod running
 (`passhat.dev/fake-run-forever: "true"`, copied by the operator from the template); the
@@ -141,6 +142,33 @@ class OperatorProcess:
         return "\n".join(text.splitlines()[-lines:])
 
 
+def delete_evals(kubectl: Callable[..., str], namespace: str, *, timeout_s: int = 180) -> None:
+    """Delete every eval of `namespace` while the operator still runs (it releases the
+    pods and kopf's finalizer); strip the finalizers of any eval still there after that."""
+    kubectl(
+        "delete",
+        "consistencyevals",
+        "--all",
+        "-n",
+        namespace,
+        "--wait=true",
+        f"--timeout={timeout_s}s",
+        check=False,
+    )
+    names = kubectl("get", "consistencyevals", "-n", namespace, "-o", "name", check=False)
+    for name in names.split():
+        kubectl(
+            "patch",
+            name,
+            "-n",
+            namespace,
+            "--type=merge",
+            "-p",
+            '{"metadata":{"finalizers":null}}',
+            check=False,
+        )
+
+
 def eval_manifest(
     name: str,
     *,
@@ -235,7 +263,7 @@ def wait_for_condition(
     while time.monotonic() < deadline:
         try:
             body = get_eval(api, namespace, name)
-        except (ApiException, OSError):
+        except Exception:
             body = None  # NB: the API server may be restarting
         if condition(body, kind) == value:
             assert body is not None

@@ -24,6 +24,7 @@ from tests.cluster.operator_helpers import (
     Scripter,
     condition,
     create_eval,
+    delete_evals,
     eval_manifest,
     expected_ledger,
     get_eval,
@@ -57,6 +58,8 @@ def operator(
     try:
         yield process
     finally:
+        if process.proc is not None and process.proc.poll() is None:
+            delete_evals(kubectl, namespace)
         process.stop()
 
 
