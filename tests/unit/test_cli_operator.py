@@ -1,0 +1,191 @@
+"""`passhat operator` and `passhat report`: options, one-line errors, same output as score."""
+
+from __future__ import annotations
+
+import json
+import socket
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from passhat import cli
+from passhat.operator import live, main
+from passhat.operator.config import OperatorConfig
+from passhat.trials.ledger import SlotLedger
+from passhat.trials.outcomes import Outcome, Verdict
+
+TEMPLATE = {"spec": {"containers": [{"name": "t", "image": "busybox", "command": ["true"]}]}}
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    """`passhat argv...` in-process: (exit code, stdout, stderr)."""
+    code = cli.main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def one_line_error(code: int, err: str, *needles: str) -> None:
+    """Exit 2 and a single stderr line naming every needle (no traceback)."""
+    assert code == 2, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 or lines[0].startswith("usage:"), err
+    for needle in needles:
+        assert needle in lines[-1], err
+
+
+def test_operator_options_reach_run_operator(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Flags become OperatorOptions: namespaces deduplicated, --set applied to the config."""
+    seen: list[main.OperatorOptions] = []
+    monkeypatch.setattr(main, "run_operator", seen.append)
+    code, _, err = run(
+        capsys,
+        "operator",
+        "-n",
+        "a",
+        "--namespace",
+        "b",
+        "-n",
+        "a",
+        "--metrics-port",
+        "9100",
+        "--allow-privileged-trials",
+        "--instance",
+        "blue",
+        "--set",
+        "resync_interval_s=1.5",
+        "--set",
+        "max-listed-tasks=7",
+    )
+    assert code == 0, err
+    (options,) = seen
+    assert options.namespaces == ("a", "b")
+    assert options.metrics_port == 9100 and options.instance == "blue"
+    assert options.allow_privileged_trials
+    assert options.config.resync_interval_s == 1.5 and options.config.max_listed_tasks == 7
+
+
+def test_operator_defaults_serve_every_namespace(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without --namespace the operator is cluster-wide, metrics on 8080, no privilege."""
+    seen: list[main.OperatorOptions] = []
+    monkeypatch.setattr(main, "run_operator", seen.append)
+    assert run(capsys, "operator")[0] == 0
+    (options,) = seen
+    assert options.namespaces == () and options.metrics_port == 8080
+    assert not options.allow_privileged_trials and options.config == OperatorConfig()
+
+
+@pytest.mark.parametrize(
+    ("argv", "needles"),
+    [
+        (["operator", "--metrics-port", "70000"], ["--metrics-port"]),
+        (["operator", "--set", "nonsense=1"], ["--set nonsense=1"]),
+        (["operator", "--set", "write_threads=many"], ["write_threads=many"]),
+        (["operator", "--set", "allow_privileged_trials=perhaps"], ["perhaps"]),
+        (["report", "x", "--level", "2"], ["--level"]),
+    ],
+)
+def test_bad_options_are_one_line(
+    capsys: pytest.CaptureFixture[str], argv: list[str], needles: list[str]
+) -> None:
+    """A bad option exits 2 with one line naming it."""
+    code, _, err = run(capsys, *argv)
+    one_line_error(code, err, *needles)
+
+
+def test_missing_credentials_are_one_line(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """No kubeconfig and no in-cluster config: exit 2 naming the kubeconfig path."""
+    missing = str(tmp_path / "no-kubeconfig")
+    monkeypatch.setenv("KUBECONFIG", missing)
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    for argv in (["operator", "--metrics-port", "0"], ["report", "x", "-n", "y"]):
+        code, _, err = run(capsys, *argv)
+        one_line_error(code, err, missing)
+
+
+def test_metrics_port_in_use_is_one_line(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A taken --metrics-port exits 2 before anything starts."""
+    monkeypatch.setattr(live, "load_client_config", lambda kubeconfig=None: object())
+    with socket.socket() as taken:
+        taken.bind(("0.0.0.0", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        code, _, err = run(capsys, "operator", "--metrics-port", str(port))
+    one_line_error(code, err, f"--metrics-port {port}")
+
+
+def fake_live(monkeypatch: pytest.MonkeyPatch, obj: dict[str, Any]) -> None:
+    """Make read_live_eval return `obj` as if read from a cluster."""
+
+    def read(name: str, namespace: str, *, kubeconfig: str | None = None) -> live.LiveEval:
+        spec, task_ids, tallies = live.tallies_of(obj, {})
+        return live.LiveEval(namespace, name, spec, task_ids, tallies, obj.get("status") or {})
+
+    monkeypatch.setattr(live, "read_live_eval", read)
+
+
+def test_report_prints_what_score_prints(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """report --format json of a ledger == score --format json of the equivalent rows."""
+    ledger = SlotLedger(3, 3)
+    rows = []
+    outcomes = {
+        ("a", 0): [Outcome.PASS],
+        ("a", 1): [Outcome.INFRA_ERROR, Outcome.FAIL],
+        ("a", 2): [Outcome.PASS],
+        ("b", 0): [Outcome.FAIL],
+        ("b", 1): [Outcome.FAIL],
+        ("b", 2): [Outcome.INFRA_ERROR, Outcome.INFRA_ERROR, Outcome.PASS],
+        ("c", 0): [Outcome.PASS],
+        ("c", 1): [Outcome.PASS],
+        ("c", 2): [Outcome.PASS],
+    }
+    for (task, trial), attempts in outcomes.items():
+        for attempt, outcome in enumerate(attempts):
+            final = attempt == len(attempts) - 1
+            ledger.record("abc".index(task), trial, attempt, Verdict(outcome, "x"), final=final)
+            rows.append({"task_id": task, "trial": trial, "attempt": attempt, "outcome": outcome})
+    obj = {
+        "metadata": {"name": "ev", "namespace": "ns"},
+        "spec": {
+            "tasks": [{"id": t} for t in "abc"],
+            "trials": 3,
+            "ks": [3, 1],
+            "trial": {"template": TEMPLATE},
+        },
+        "status": {"phase": "Succeeded", "progress": {"done": 9}, "ledger": ledger.pack()},
+    }
+    fake_live(monkeypatch, obj)
+    trials = tmp_path / "trials.jsonl"
+    trials.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    code, score, err = run(capsys, "score", str(trials), "--k", "1", "--k", "3", "--format", "json")
+    assert code == 0, err
+    code, report, err = run(capsys, "report", "ev", "-n", "ns", "--format", "json")
+    assert code == 0, err
+    assert json.loads(report) == json.loads(score)
+    assert json.loads(report)[0]["flaky"] == ["a", "b"]
+    code, text, err = run(capsys, "report", "ev", "-n", "ns", "--no-intervals")
+    assert code == 0, err
+    assert "ns/ev: Succeeded, 9/9 trials final" in text
+
+
+def test_report_k_above_trials_is_one_line(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Asking a live eval of 2 trials for k=5 exits 2 naming --k."""
+    obj = {
+        "metadata": {"name": "ev", "namespace": "ns"},
+        "spec": {"tasks": [{"id": "a"}], "trials": 2, "trial": {"template": TEMPLATE}},
+    }
+    fake_live(monkeypatch, obj)
+    code, _, err = run(capsys, "report", "ev", "-n", "ns", "--k", "5")
+    one_line_error(code, err, "--k 5")
