@@ -81,7 +81,12 @@ def load_eval(path: str | FilePath) -> ConsistencyEval:
 def parse_eval(text: str, source: str = "<eval>") -> ConsistencyEval:
     """The eval in YAML `text`; `source` names it in error messages."""
     root = _compose(text, source)
-    data = yaml.load(text, Loader=_LOADER)
+    try:
+        data = yaml.load(text, Loader=_LOADER)
+    except yaml.YAMLError as err:
+        raise SpecError(
+            f"invalid YAML: {_yaml_problem(err)}", path=source, line=_mark_line(err)
+        ) from None
     if not isinstance(data, dict):
         raise SpecError(
             "expected a ConsistencyEval object (apiVersion, kind, metadata, spec)",
@@ -164,7 +169,7 @@ def _tasks_in(text: str, *, where: str) -> list[Task]:
     try:
         if items is None:
             items = yaml.load(text, Loader=_FAST_LOADER)
-    except yaml.YAMLError as err:
+    except (yaml.YAMLError, RecursionError) as err:
         raise SpecError(f"{where}: invalid YAML/JSON: {_yaml_problem(err)}") from None
     if not isinstance(items, list):
         raise SpecError(f"{where}: expected a list of tasks")
@@ -227,9 +232,11 @@ def _compose(text: str, source: str) -> yaml.Node:
     try:
         nodes = list(yaml.compose_all(text, Loader=_LOADER))
     except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        line = mark.line + 1 if mark is not None else None
-        raise SpecError(f"invalid YAML: {_yaml_problem(err)}", path=source, line=line) from None
+        raise SpecError(
+            f"invalid YAML: {_yaml_problem(err)}", path=source, line=_mark_line(err)
+        ) from None
+    except RecursionError:
+        raise SpecError("invalid YAML: nested too deeply", path=source) from None
     if not nodes:
         raise SpecError("empty file, expected a ConsistencyEval", path=source)
     if len(nodes) > 1:
@@ -282,6 +289,11 @@ def _line_of(node: yaml.Node, path: Sequence[str | int]) -> int:
     return line
 
 
-def _yaml_problem(err: yaml.YAMLError) -> str:
+def _mark_line(err: yaml.YAMLError) -> int | None:
+    mark = getattr(err, "problem_mark", None) or getattr(err, "context_mark", None)
+    return mark.line + 1 if mark is not None else None
+
+
+def _yaml_problem(err: Exception) -> str:
     problem = getattr(err, "problem", None)
     return str(problem) if problem else str(err).splitlines()[0]

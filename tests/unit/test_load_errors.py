@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from passhat.api import InputError, SpecError, load_eval, parse_eval
 
@@ -164,3 +166,22 @@ def test_directory_and_binary_are_input_errors(tmp_path: Path) -> None:
     binary.write_bytes(b"\xff\xfe\x00bad")
     with pytest.raises(InputError, match="not UTF-8"):
         load_eval(binary)
+
+
+@settings(max_examples=300, deadline=None, derandomize=True)
+@given(st.text(alphabet=st.sampled_from(list("abk: -[]{}!&*?|>'\"#\n\t0123456789.")), max_size=80))
+def test_any_text_gives_an_eval_or_a_spec_error(text: str) -> None:
+    """Whatever the file holds, the result is an eval or a one-line SpecError, never a crash."""
+    try:
+        parse_eval(text, "e.yaml")
+    except SpecError as err:
+        assert "\n" not in str(err)
+
+
+@pytest.mark.parametrize(
+    "text", ["!foo bar", "a: !!binary xx", "a: !!python/name:os.system x", "? [a]\n: 1", "[" * 2000]
+)
+def test_yaml_that_composes_but_does_not_construct(text: str) -> None:
+    """Unknown tags, bad binary, unhashable keys, deep nesting are SpecErrors."""
+    with pytest.raises(SpecError, match="invalid YAML"):
+        parse_eval(text, "e.yaml")
