@@ -1,0 +1,80 @@
+"""The `passhat` command: one argparse parser, each subcommand mounted by a small function.
+
+Subcommands live with the layer they drive (`passhat.report.commands`,
+`passhat.local.command`, `passhat.runner.command`, ...) and expose
+`add_<name>_parser(subparsers)`, which sets `func(args) -> int`. To add one, import its
+function and append it to SUBCOMMANDS. Those modules import nothing heavy at import time,
+so `passhat trial` in a pod starts fast.
+
+Errors a user can cause (`PasshatError`: bad file, spec or option) print one line,
+`passhat: error: <what and where>`, and exit 2; argparse's own errors also exit 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+
+from passhat import __version__
+from passhat.api.errors import PasshatError
+from passhat.local.command import add_run_parser
+from passhat.operator.command import add_operator_parser, add_report_parser
+from passhat.report.commands import add_compare_parser, add_power_parser, add_score_parser
+from passhat.runner.command import add_regrade_parser, add_trial_parser
+
+__all__ = ["SUBCOMMANDS", "build_parser", "main"]
+
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
+
+AddParser = Callable[["argparse._SubParsersAction[argparse.ArgumentParser]"], None]
+
+SUBCOMMANDS: tuple[AddParser, ...] = (
+    add_run_parser,
+    add_score_parser,
+    add_compare_parser,
+    add_power_parser,
+    add_trial_parser,
+    add_regrade_parser,
+    add_operator_parser,
+    add_report_parser,
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The full `passhat` parser with every subcommand mounted."""
+    parser = argparse.ArgumentParser(
+        prog="passhat",
+        description="Run every task of an agent eval n times and report how consistently "
+        "it passes: pass^k, pass@k, mean pass rate, flaky tasks, infra-error rate.",
+    )
+    parser.add_argument("--version", action="version", version=f"passhat {__version__}")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for add in SUBCOMMANDS:
+        add(subparsers)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run `passhat` with `argv` (default: the process arguments); returns the exit code."""
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as stop:  # NB: argparse exits 2 on bad usage, 0 for --help
+        return stop.code if isinstance(stop.code, int) else EXIT_USAGE
+    if getattr(args, "func", None) is None:
+        parser.print_help(sys.stderr)
+        return EXIT_USAGE
+    try:
+        return int(args.func(args))
+    except PasshatError as err:
+        print(f"passhat: error: {err}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("passhat: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,102 @@
+"""The self-contained HTML report: one file, inline CSS and SVG, nothing fetched."""
+
+from __future__ import annotations
+
+from html import escape
+
+from passhat.report.model import Report, TaskRow
+from passhat.report.numbers import cell, pct
+from passhat.report.svg import curve_svg
+
+__all__ = ["render_html"]
+
+_STYLE = """
+body { font-family: system-ui, sans-serif; margin: 2rem auto; max-width: 60rem; color: #111827; }
+h1 { font-size: 1.3rem; margin-bottom: 0.2rem; }
+.headline { display: flex; gap: 2.5rem; align-items: baseline; margin: 1rem 0 1.5rem; }
+.big { font-size: 2.4rem; font-weight: 700; }
+.label { color: #6b7280; font-size: 0.85rem; }
+.gap .big { color: #c2410c; }
+table { border-collapse: collapse; margin: 0.5rem 0 1.5rem; }
+th, td { padding: 0.25rem 0.7rem; border-bottom: 1px solid #e5e7eb; text-align: right; }
+th:first-child, td:first-child { text-align: left; }
+td.task { font-family: ui-monospace, monospace; }
+.note { color: #6b7280; font-size: 0.85rem; }
+"""
+
+
+def _metric(label: str, value: str, css: str = "") -> str:
+    return (
+        f'<div class="{css}"><div class="big">{escape(value)}</div>'
+        f'<div class="label">{escape(label)}</div></div>'
+    )
+
+
+def _task_table(rows: list[TaskRow]) -> str:
+    head = "".join(f"<th>{h}</th>" for h in ("task", "passed", "pass rate", "infra errors"))
+    body = "".join(
+        f'<tr><td class="task">{escape(r.task_id)}</td><td>{r.passed}/{r.graded}</td>'
+        f"<td>{pct(r.pass_rate)}</td><td>{r.infra_errors}</td></tr>"
+        for r in rows
+    )
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def render_html(report: Report) -> str:
+    """The report as one HTML page."""
+    title = f"passhat · {report.title}" if report.title else "passhat"
+    parts = [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        f"<title>{escape(title)}</title><style>{_STYLE}</style></head><body>",
+        f"<h1>{escape(title)}</h1>",
+    ]
+    top = report.headline
+    if top is not None:
+        gap = top.mean_pass_rate - top.pass_hat_k
+        parts += [
+            '<div class="headline">',
+            _metric("mean pass rate", pct(top.mean_pass_rate)),
+            _metric(f"pass^{top.k}", pct(top.pass_hat_k)),
+            _metric("lost to inconsistency", f"{100 * gap:.1f} pts", "gap"),
+            _metric(f"infra errors ({report.attempts} attempts)", pct(report.infra_error_rate)),
+            "</div>",
+        ]
+    header = ("k", "tasks", "mean", "pass@k", "pass^k", "flaky", "need more trials")
+    body = []
+    for s in report.summaries:
+        intervals = report.intervals_at(s.k)
+        cells = (
+            str(s.k),
+            str(s.tasks_scored),
+            cell(s.mean_pass_rate, intervals, "mean_pass_rate"),
+            cell(s.pass_at_k, intervals, "pass_at_k"),
+            cell(s.pass_hat_k, intervals, "pass_hat_k"),
+            str(len(s.flaky)),
+            str(len(s.need_more_trials)),
+        )
+        body.append("<tr>" + "".join(f"<td>{escape(c)}</td>" for c in cells) + "</tr>")
+    head = "".join(f"<th>{escape(h)}</th>" for h in header)
+    parts.append(f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>")
+    if report.intervals:
+        level = 100 * report.intervals[0].level
+        parts.append(f'<p class="note">{level:g}% bootstrap intervals over tasks.</p>')
+    mean = top.mean_pass_rate if top is not None else None
+    parts.append(f"<h2>pass^k and pass@k over k</h2>{curve_svg(report.curve, mean=mean)}")
+    flaky = report.flaky
+    if flaky:
+        parts.append(f"<h2>Flaky tasks ({len(flaky)}), most inconsistent first</h2>")
+        parts.append(_task_table(flaky))
+    for s in report.summaries:
+        if s.need_more_trials:
+            ids = ", ".join(s.need_more_trials)
+            parts.append(
+                f'<p class="note">Need more trials for k={s.k} '
+                f"({len(s.need_more_trials)}): {escape(ids)}</p>"
+            )
+    steady = [r for r in report.tasks if not r.flaky]
+    if steady:
+        parts.append(f"<h2>Other tasks ({len(steady)})</h2>")
+        parts.append(_task_table(steady))
+    parts.append("</body></html>")
+    return "\n".join(parts) + "\n"

@@ -1,0 +1,36 @@
+"""The JSON reports: `json` is exactly the eight-key array; `json-full` adds the rest."""
+
+from __future__ import annotations
+
+import json
+
+from passhat.report.model import Report
+
+__all__ = ["render_json", "render_json_full"]
+
+
+def render_json(report: Report) -> str:
+    """A JSON array, one object per k, with exactly the eight keys of `KSummary.as_json()`."""
+    return json.dumps([s.as_json() for s in report.summaries], indent=2) + "\n"
+
+
+def render_json_full(report: Report) -> str:
+    """An object: `by_k` (the eight-key array), `intervals`, `tasks` (flaky first), `curve`."""
+    document = {
+        "title": report.title,
+        "by_k": [s.as_json() for s in report.summaries],
+        "infra_error_rate": report.infra_error_rate,
+        "attempts": report.attempts,
+        "intervals": [i.as_json() for i in report.intervals] if report.intervals else None,
+        "tasks": [row.as_json() for row in report.tasks],
+        "curve": [
+            {
+                "k": p.k,
+                "tasks_scored": p.tasks_scored,
+                "pass_hat_k": p.pass_hat_k,
+                "pass_at_k": p.pass_at_k,
+            }
+            for p in report.curve
+        ],
+    }
+    return json.dumps(document, indent=2) + "\n"

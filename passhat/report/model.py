@@ -1,0 +1,132 @@
+"""What a report says, computed once from tallies so every format says the same thing.
+
+A report is built from per-task tallies, whoever produced them (a local run, the
+operator's ledger, score files): the summary per requested k, the headline (the gap between
+the mean pass rate and pass^k at the largest k), the per-task table with the flaky tasks
+first (most inconsistent first), and the pass^k / pass@k curve over k.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from passhat.stats import KIntervals, KSummary, TaskTally, summarize, summarize_many
+from passhat.stats.summary import flaky_order
+
+__all__ = ["CurvePoint", "Report", "TaskRow", "build_report", "curve_ks"]
+
+# The curve gets every k up to this many, and about this many spread points beyond.
+_CURVE_POINTS = 64
+
+
+@dataclass(frozen=True)
+class CurvePoint:
+    """pass^k and pass@k at one k (over the tasks scored at that k)."""
+
+    k: int
+    tasks_scored: int
+    pass_hat_k: float
+    pass_at_k: float
+
+
+@dataclass(frozen=True)
+class TaskRow:
+    """One task of the per-task table."""
+
+    task_id: str
+    passed: int
+    graded: int
+    infra_errors: int
+    flaky: bool
+
+    @property
+    def pass_rate(self) -> float:
+        """c / n, 0.0 for a task with no graded trial."""
+        return self.passed / self.graded if self.graded else 0.0
+
+    def as_json(self) -> dict[str, Any]:
+        """The row as a JSON object."""
+        return {
+            "task_id": self.task_id,
+            "passed": self.passed,
+            "graded": self.graded,
+            "infra_errors": self.infra_errors,
+            "pass_rate": self.pass_rate,
+            "flaky": self.flaky,
+        }
+
+
+@dataclass(frozen=True)
+class Report:
+    """Everything any format renders."""
+
+    title: str
+    summaries: list[KSummary]
+    intervals: list[KIntervals] | None
+    tasks: list[TaskRow]
+    curve: list[CurvePoint]
+    attempts: int
+
+    @property
+    def headline(self) -> KSummary | None:
+        """The summary at the largest requested k: its mean vs pass^k gap is the headline."""
+        return max(self.summaries, key=lambda s: s.k) if self.summaries else None
+
+    @property
+    def flaky(self) -> list[TaskRow]:
+        """Flaky tasks, most inconsistent first."""
+        return [row for row in self.tasks if row.flaky]
+
+    @property
+    def infra_error_rate(self) -> float:
+        """Infra-error rows over all rows."""
+        infra = sum(row.infra_errors for row in self.tasks)
+        return infra / self.attempts if self.attempts else 0.0
+
+    def intervals_at(self, k: int) -> KIntervals | None:
+        """The intervals of k, if computed."""
+        for interval in self.intervals or []:
+            if interval.k == k:
+                return interval
+        return None
+
+
+def curve_ks(max_trials: int) -> list[int]:
+    """Every k from 1 to max_trials, or about 64 spread ones (1 and max_trials included)."""
+    if max_trials <= _CURVE_POINTS:
+        return list(range(1, max_trials + 1))
+    steps = _CURVE_POINTS - 1
+    return sorted({round(max_trials ** (i / steps)) for i in range(steps + 1)})
+
+
+def build_report(
+    tallies: Sequence[TaskTally],
+    ks: Sequence[int],
+    *,
+    title: str = "",
+    intervals: Sequence[KIntervals] | None = None,
+) -> Report:
+    """The report of these tallies at these ks (ValueError for a k below 1)."""
+    summaries = summarize_many(tallies, ks)
+    flaky = flaky_order(tallies)
+    flaky_ids = {t.task_id for t in flaky}
+    ordered = flaky + [t for t in tallies if t.task_id not in flaky_ids]
+    rows = [
+        TaskRow(t.task_id, t.passed, t.graded, t.infra_errors, t.task_id in flaky_ids)
+        for t in ordered
+    ]
+    max_graded = max((t.graded for t in tallies), default=0)
+    curve = []
+    for k in curve_ks(max_graded):
+        summary = summarize(tallies, k)
+        curve.append(CurvePoint(k, summary.tasks_scored, summary.pass_hat_k, summary.pass_at_k))
+    return Report(
+        title=title,
+        summaries=summaries,
+        intervals=list(intervals) if intervals is not None else None,
+        tasks=rows,
+        curve=curve,
+        attempts=sum(t.attempts for t in tallies),
+    )

@@ -1,0 +1,72 @@
+"""The terminal report (rich), rendered to a string so it works without a terminal."""
+
+from __future__ import annotations
+
+import io
+
+from passhat.report.model import Report
+from passhat.report.numbers import cell, headline, pct
+
+__all__ = ["render_text"]
+
+
+def render_text(report: Report, *, color: bool = False, width: int = 100) -> str:
+    """The report as text; ANSI colours only when `color`."""
+    from rich.console import Console
+    from rich.table import Table
+
+    out = io.StringIO()
+    console = Console(
+        file=out,
+        width=width,
+        force_terminal=color,
+        no_color=not color,
+        highlight=False,
+        emoji=False,
+    )
+    title = f"passhat · {report.title}" if report.title else "passhat"
+    console.print(f"[bold]{title}[/bold]")
+    top = report.headline
+    if top is not None:
+        console.print(
+            f"[bold]{headline(top)}[/bold] · infra errors {pct(report.infra_error_rate)} "
+            f"of {report.attempts} attempts",
+            soft_wrap=True,
+        )
+    table = Table(show_edge=False, pad_edge=False)
+    for name in ("k", "tasks", "mean", "pass@k", "pass^k", "flaky", "need more trials"):
+        table.add_column(name, justify="right" if name != "need more trials" else "left")
+    for s in report.summaries:
+        intervals = report.intervals_at(s.k)
+        table.add_row(
+            str(s.k),
+            str(s.tasks_scored),
+            cell(s.mean_pass_rate, intervals, "mean_pass_rate"),
+            cell(s.pass_at_k, intervals, "pass_at_k"),
+            cell(s.pass_hat_k, intervals, "pass_hat_k"),
+            str(len(s.flaky)),
+            str(len(s.need_more_trials)),
+        )
+    console.print(table)
+    if report.intervals:
+        level = report.intervals[0].level
+        console.print(f"[{100 * level:g}% bootstrap intervals over tasks]")
+    flaky = report.flaky
+    if flaky:
+        console.print(f"\n[bold]Flaky tasks ({len(flaky)}), most inconsistent first[/bold]")
+        tasks = Table(show_edge=False, pad_edge=False)
+        for name in ("task", "passed", "pass rate", "infra errors"):
+            tasks.add_column(name, justify="left" if name == "task" else "right")
+        for row in flaky:
+            tasks.add_row(
+                row.task_id, f"{row.passed}/{row.graded}", pct(row.pass_rate), str(row.infra_errors)
+            )
+        console.print(tasks)
+    for s in report.summaries:
+        if s.need_more_trials:
+            console.print(
+                f"\nNeed more trials for k={s.k} ({len(s.need_more_trials)}): "
+                + ", ".join(s.need_more_trials),
+                soft_wrap=False,
+            )
+    return out.getvalue()
