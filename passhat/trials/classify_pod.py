@@ -64,7 +64,8 @@ DISRUPTION_REASONS: dict[str, str] = {
     "DeletionByTaintManager": NODE_LOST,  # NoExecute taint, e.g. the node went NotReady
     "DeletionByPodGC": NODE_LOST,  # the pod's node was deleted
 }
-# Reason of a DisruptionTarget/TerminationTarget condition not listed above.
+# Reason of a DisruptionTarget/TerminationTarget condition not listed above (one that
+# mentions preemption, e.g. Kueue's, is preempted).
 _DEFAULT_DISRUPTION = EVICTED
 _DISRUPTION_CONDITIONS = ("DisruptionTarget", "TerminationTarget")
 
@@ -238,7 +239,8 @@ def _status_reason(facts: PodFacts) -> str | None:
 def _disruption(facts: PodFacts) -> Verdict:
     assert facts.disruption is not None
     reason, message = facts.disruption
-    return _infra(DISRUPTION_REASONS.get(reason, _DEFAULT_DISRUPTION), f"{reason}: {message}")
+    default = PREEMPTED if "preempt" in reason.lower() else _DEFAULT_DISRUPTION
+    return _infra(DISRUPTION_REASONS.get(reason, default), f"{reason}: {message}")
 
 
 def _deletion_window_start(pod: Mapping[str, Any], metadata: Mapping[str, Any]) -> float | None:

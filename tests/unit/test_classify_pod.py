@@ -141,6 +141,8 @@ def test_stale_disruption_target_on_live_pod_waits() -> None:
 def test_kueue_termination_target() -> None:
     """Kueue's TerminationTarget condition counts like DisruptionTarget."""
     conditions = [{"type": "TerminationTarget", "status": "True", "reason": "Preempted"}]
+    assert classify(pod("Failed", main=ended(143), conditions=conditions)) == (INFRA, "preempted")
+    conditions = [{"type": "TerminationTarget", "status": "True", "reason": "StoppedByKueue"}]
     assert classify(pod("Failed", main=ended(143), conditions=conditions)) == (INFRA, "evicted")
 
 
