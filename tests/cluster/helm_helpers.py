@@ -96,7 +96,13 @@ def installed_release(
     )
     for ns in (release.namespace, release.evals_namespace, release.other_namespace):
         kubectl("create", "namespace", ns)
-        kubectl("label", "namespace", ns, "passhat.dev/test=true", *(f"{k}={v}" for k, v in RESTRICTED.items()))
+        kubectl(
+            "label",
+            "namespace",
+            ns,
+            "passhat.dev/test=true",
+            *(f"{k}={v}" for k, v in RESTRICTED.items()),
+        )
     try:
         run(
             [
@@ -183,7 +189,10 @@ def wait_complete(
 
 def flaky_ids(status: dict[str, Any]) -> list[str]:
     """The flaky task ids of a status (items may be ids or objects with an id)."""
-    return [f if isinstance(f, str) else str(f.get("id") or f.get("taskId")) for f in status.get("flaky") or []]
+    return [
+        f if isinstance(f, str) else str(f.get("id") or f.get("taskId"))
+        for f in status.get("flaky") or []
+    ]
 
 
 def assert_example_numbers(status: dict[str, Any]) -> None:

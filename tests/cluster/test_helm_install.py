@@ -53,9 +53,7 @@ def is_ready(pod: dict[str, Any]) -> bool:
     return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
 
 
-def test_operator_runs_from_the_local_image(
-    release: Release, kubectl: Callable[..., str]
-) -> None:
+def test_operator_runs_from_the_local_image(release: Release, kubectl: Callable[..., str]) -> None:
     """One Ready operator pod, from localhost/passhat/passhat:test, as UID 65532."""
     (pod,) = operator_pods(kubectl, release)
     assert is_ready(pod)
@@ -113,9 +111,7 @@ def test_namespaced_mode_rights(
     assert answer == ("yes" if allowed else "no"), (verb, resource, where, answer)
 
 
-def test_other_namespace_eval_is_left_alone(
-    release: Release, kubectl: Callable[..., str]
-) -> None:
+def test_other_namespace_eval_is_left_alone(release: Release, kubectl: Callable[..., str]) -> None:
     """An eval in a namespace the release was not given gets no status and no pods."""
     kubectl("apply", "-n", release.other_namespace, "-f", "-", input=example_eval("ignored"))
     # The served eval in the other namespace completed meanwhile; this one must stay untouched.

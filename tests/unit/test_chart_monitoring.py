@@ -84,8 +84,9 @@ def helm_binary() -> str:
 
 def rule_groups() -> list[dict[str, Any]]:
     """The rule groups of the PrometheusRule the chart renders (release "ph")."""
+    args = ["template", "ph", str(CHART), "--kube-version", "1.34.0"]
     proc = subprocess.run(
-        [helm_binary(), "template", "ph", str(CHART), "--set", "prometheusRule.enabled=true"],
+        [helm_binary(), *args, "--set", "prometheusRule.enabled=true"],
         capture_output=True,
         text=True,
         timeout=120,

@@ -20,6 +20,9 @@ REPO = Path(__file__).resolve().parents[2]
 CHART = REPO / "charts" / "passhat"
 RELEASE = "ph"
 RELEASE_NS = "passhat-system"
+# NB: a helm built without its version ldflags assumes Kubernetes 1.20, below the chart's
+# kubeVersion; the test cluster runs 1.34.
+KUBE_VERSION = "1.34.0"
 
 
 def helm_binary() -> str:
@@ -53,6 +56,7 @@ def helm(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
 def render(*sets: str) -> list[dict[str, Any]]:
     """The chart's objects (without CRDs) for `--set` values."""
     args = ["template", RELEASE, str(CHART), "--namespace", RELEASE_NS]
+    args += ["--kube-version", KUBE_VERSION]
     for value in sets:
         args += ["--set", value]
     return [doc for doc in yaml.safe_load_all(helm(*args).stdout) if doc]
@@ -232,7 +236,9 @@ def test_monitoring_extras_render_when_enabled() -> None:
 )
 def test_schema_refuses_bad_values(value: str, field: str) -> None:
     """values.schema.json refuses unknown keys and bad values, naming the field."""
-    proc = helm("template", RELEASE, str(CHART), "--set", value, check=False)
+    proc = helm(
+        "template", RELEASE, str(CHART), "--kube-version", KUBE_VERSION, "--set", value, check=False
+    )
     assert proc.returncode != 0
     assert "values don't meet the specifications of the schema" in proc.stderr
     assert field in proc.stderr
