@@ -144,6 +144,37 @@ class TaskSource(_Model):
     )
 
 
+# What admission checks of the pod template (the rest is Kubernetes' to validate when the
+# operator creates the pod). NB: `image` is required on a cluster only; locally it is ignored.
+_POD_SPEC_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "description": "The pod spec: at least one container, each with a name and an image.",
+    "x-kubernetes-preserve-unknown-fields": True,
+    "required": ["containers"],
+    "properties": {
+        "containers": {
+            "type": "array",
+            "minItems": 1,
+            "description": "The containers; the first one is the trial.",
+            "items": {
+                "type": "object",
+                "description": "A container (Kubernetes Container).",
+                "x-kubernetes-preserve-unknown-fields": True,
+                "required": ["name", "image"],
+                "properties": {
+                    "name": {"type": "string", "minLength": 1, "description": "Container name."},
+                    "image": {
+                        "type": "string",
+                        "minLength": 1,
+                        "description": "Container image (ignored by local runs).",
+                    },
+                },
+            },
+        }
+    },
+}
+
+
 class TrialSpec(_Model):
     """How one trial attempt runs: its pod template and its wall-clock limit."""
 
@@ -159,7 +190,11 @@ class TrialSpec(_Model):
     template: dict[str, Any] = Field(
         description="A pod template (PodTemplateSpec). On a cluster every attempt is a pod "
         "built from it; locally the first container's command + args run with its env.",
-        json_schema_extra={"x-kubernetes-preserve-unknown-fields": True},
+        json_schema_extra={
+            "x-kubernetes-preserve-unknown-fields": True,
+            "properties": {"spec": _POD_SPEC_SCHEMA},
+            "required": ["spec"],
+        },
     )
 
     @model_validator(mode="after")
