@@ -63,6 +63,7 @@ NS_PREFIX = "passhat-bench-"
 KWOK_NODE_SELECTOR = {"type": "kwok"}
 KWOK_TOLERATIONS = [{"key": "kwok.x-k8s.io/node", "operator": "Exists", "effect": "NoSchedule"}]
 DURATION_ANNOTATION = "passhat.dev/fake-duration"
+FOREVER_ANNOTATION = "passhat.dev/fake-run-forever"
 TRIAL_IMAGE = "localhost/passhat/busybox:test"
 
 TASK_TRIALS = 10  # the operator side runs N/10 tasks x 10 trials
@@ -441,10 +442,18 @@ def leftover_namespaces(kube: Kube) -> list[str]:
 # ------------------------------------------------------------------------- the sides
 
 
-def pod_template(duration_s: float) -> dict[str, Any]:
-    """The trial pod both sides run: a kwok pod that ends (exit 0) after `duration_s`."""
+def pod_template(duration_s: float | None) -> dict[str, Any]:
+    """The trial pod both sides run: a kwok pod that ends (exit 0) after `duration_s`.
+
+    `None` runs until deleted (kwok's pod-complete stage skips it).
+    """
+    annotations = (
+        {FOREVER_ANNOTATION: "true"}
+        if duration_s is None
+        else {DURATION_ANNOTATION: f"{int(duration_s * 1000)}ms"}
+    )
     return {
-        "metadata": {"annotations": {DURATION_ANNOTATION: f"{int(duration_s * 1000)}ms"}},
+        "metadata": {"annotations": annotations},
         "spec": {
             "restartPolicy": "Never",
             "nodeSelector": dict(KWOK_NODE_SELECTOR),
@@ -462,7 +471,7 @@ def pod_template(duration_s: float) -> dict[str, Any]:
 
 
 def eval_body(
-    name: str, *, tasks: int, trials: int, parallelism: int, duration_s: float
+    name: str, *, tasks: int, trials: int, parallelism: int, duration_s: float | None
 ) -> dict[str, Any]:
     return {
         "apiVersion": "passhat.dev/v1alpha1",
@@ -625,7 +634,7 @@ def run_scale(
         kube.create(
             evals,
             eval_body(
-                "scale", tasks=tasks, trials=TASK_TRIALS, parallelism=parallelism, duration_s=86400
+                "scale", tasks=tasks, trials=TASK_TRIALS, parallelism=parallelism, duration_s=None
             ),
         )
         last = [0.0]
