@@ -20,7 +20,7 @@ import contextlib
 import heapq
 import os
 import re
-import selectors
+import select
 import signal
 import threading
 import time
@@ -121,8 +121,9 @@ class Executor:
         self.progress = Progress(slots=plan.slots, done=ledger.done, retries=ledger.retries)
         self._stop = threading.Event()
         self._wake_r, self._wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
-        self._selector = selectors.DefaultSelector()
-        self._selector.register(self._wake_r, selectors.EVENT_READ, None)
+        self._epoll = select.epoll()
+        self._epoll.register(self._wake_r, select.EPOLLIN)
+        self._fds: dict[int, Attempt] = {}
         self._active: set[Attempt] = set()
         self._by_pid: dict[int, Attempt] = {}
         self._free_workers: list[int] = []
@@ -145,14 +146,19 @@ class Executor:
         """Run until every slot is final (True) or a stop was requested (False)."""
         self._scratch = Scratch()
         _close_inherited_fds()
-        self._spawner = Spawner(threads=self.spawn_threads, pool=self.pool, wake=self._wake)
+        self._spawner = Spawner(
+            threads=self.spawn_threads,
+            pool=self.pool,
+            on_started=self._on_started,
+            on_failed=self._wake,
+        )
         try:
             return self._loop()
         finally:
             self._kill_all()
             self._spawner.close()
             self._scratch.close()
-            self._selector.close()
+            self._epoll.close()
             os.close(self._wake_r)
             os.close(self._wake_w)
 
@@ -182,14 +188,15 @@ class Executor:
                 else:
                     task, trial = fresh.popleft()
                 self._start(task, trial)
-            for key, _ in self._selector.select(self._next_wakeup(retries)):
-                if key.data is None:
+            for fd, _ in self._epoll.poll(self._next_wakeup(retries)):
+                if fd == self._wake_r:
                     with contextlib.suppress(BlockingIOError):
                         os.read(self._wake_r, 4096)
-                    for request in self._spawner.finished():
-                        self._started(request)
+                    for request in self._spawner.failures():
+                        self._forget(request.tag)
+                        raise request.error or OSError("the trial did not start")
                     continue
-                attempt: Attempt = key.data
+                attempt = self._fds.pop(fd)
                 retry_at = self._finish(attempt)
                 if retry_at is not None:
                     heapq.heappush(retries, (retry_at, attempt.task, attempt.trial))
@@ -198,10 +205,10 @@ class Executor:
         return True
 
     def _next_wakeup(self, retries: list[tuple[float, int, int]]) -> float | None:
-        due = [a.kill_at if a.kill_at is not None else a.deadline for a in self._by_pid.values()]
+        due = [a.kill_at if a.kill_at is not None else a.deadline for a in self._active]
         if retries and len(self._active) < self.plan.parallelism:
             due.append(retries[0][0])
-        if self._watch_rss and self._by_pid:
+        if self._watch_rss and self._active:
             due.append(self._next_rss)
         if self.on_progress is not None and self._active:
             due.append(time.monotonic() + 1.0)
@@ -255,17 +262,16 @@ class Executor:
             )
         )
 
-    def _started(self, request: SpawnRequest) -> None:
+    def _on_started(self, request: SpawnRequest) -> None:
+        """Hand a started attempt to the loop (runs on a spawner thread)."""
         attempt: Attempt = request.tag
-        if request.error is not None or request.pid is None:
-            self._forget(attempt)
-            raise request.error or OSError("the trial did not start")
-        attempt.pid = request.pid
+        assert request.pid is not None
         attempt.pidfd = os.pidfd_open(request.pid)
-        self._selector.register(attempt.pidfd, selectors.EVENT_READ, attempt)
+        attempt.pid = request.pid
         self._by_pid[attempt.pid] = attempt
-        if self._watch_rss and len(self._by_pid) == 1:
-            self._next_rss = time.monotonic() + rss.INTERVAL
+        self._fds[attempt.pidfd] = attempt
+        # NB: registered last: the loop may handle the attempt's end right away
+        self._epoll.register(attempt.pidfd, select.EPOLLIN)
 
     def _forget(self, attempt: Attempt) -> None:
         """Drop an attempt that ended (or never started) from the running set."""
@@ -296,7 +302,8 @@ class Executor:
         # NB: kill the rest of the group before reaping, while the pgid cannot be reused
         with contextlib.suppress(OSError):
             os.killpg(attempt.pid, signal.SIGKILL)
-        self._selector.unregister(attempt.pidfd)
+        self._epoll.unregister(attempt.pidfd)
+        self._fds.pop(attempt.pidfd, None)
         os.close(attempt.pidfd)
         try:
             _, status = os.waitpid(attempt.pid, 0)
@@ -364,7 +371,7 @@ class Executor:
 
     def _enforce_deadlines(self) -> None:
         now = time.monotonic()
-        for attempt in self._by_pid.values():
+        for attempt in list(self._by_pid.values()):
             if attempt.kill_at is not None:
                 if now >= attempt.kill_at:
                     self._kill(attempt, signal.SIGKILL)
@@ -377,9 +384,10 @@ class Executor:
             self._next_rss = now + rss.INTERVAL
             limit = self.plan.limits.memory
             assert limit is not None
-            usage = rss.session_rss(set(self._by_pid))
+            running = dict(self._by_pid)
+            usage = rss.session_rss(set(running))
             for pid, used in usage.items():
-                attempt = self._by_pid[pid]
+                attempt = running[pid]
                 if used > limit and not attempt.over_memory:
                     attempt.over_memory = True
                     self._kill(attempt, signal.SIGKILL)
@@ -394,11 +402,9 @@ class Executor:
 
     def _kill_all(self) -> None:
         assert self._spawner is not None
-        for request in self._spawner.wait_all():
-            if request.pid is not None:
-                self._started(request)
-            else:
-                self._forget(request.tag)
+        self._spawner.wait_idle()
+        for request in self._spawner.failures():
+            self._forget(request.tag)
         for attempt in list(self._by_pid.values()):
             self._kill(attempt, signal.SIGKILL)
             self._reap(attempt)

@@ -3,12 +3,14 @@
 `posix_spawn` returns only once the child has exec'd, and on a busy machine the child
 waits for a CPU first: one thread starting a thousand short trials spends most of its
 time waiting. A small pool of spawner threads (not one thread per attempt) overlaps
-those waits; the executor loop stays single-threaded and just submits requests and
-collects pids. Each spawner thread owns its working directory (`unshare(CLONE_FS)`), so
-it can chdir into the attempt's sandbox before spawning without disturbing the rest of
-the process; where that is not possible, spawns are serialized and the directory is
-switched back after each. With cgroup v1 a spawner thread also steps into the attempt's
-cgroup around the spawn (see `passhat.local.cgroup`).
+those waits; the executor loop stays single-threaded and just submits requests. A
+started attempt is handed back by registering its pidfd in the loop's epoll from the
+spawner thread, so a start costs the loop no wake-up. Each spawner thread owns its
+working directory (`unshare(CLONE_FS)`), so it can chdir into the attempt's sandbox
+before spawning without disturbing the rest of the process; where that is not possible,
+spawns are serialized and the directory is switched back after each. With cgroup v1 a
+spawner thread also steps into the attempt's cgroup around the spawn (see
+`passhat.local.cgroup`).
 """
 
 from __future__ import annotations
@@ -55,15 +57,29 @@ def _own_cwd() -> bool:
 
 
 class Spawner:
-    """Starts attempts on `threads` threads; `wake` is called after each one is started."""
+    """Starts attempts on `threads` threads.
 
-    def __init__(self, *, threads: int, pool: Pool | None, wake: Callable[[], None]) -> None:
+    `on_started(request)` runs on the spawner thread right after a spawn (so the loop need
+    not be woken for it); a failed spawn is kept for `failures()` and `on_failed()` is
+    called to wake the loop.
+    """
+
+    def __init__(
+        self,
+        *,
+        threads: int,
+        pool: Pool | None,
+        on_started: Callable[[SpawnRequest], None],
+        on_failed: Callable[[], None],
+    ) -> None:
         self.pool = pool
-        self._wake = wake
+        self._on_started = on_started
+        self._on_failed = on_failed
         self._requests: queue.SimpleQueue[SpawnRequest | None] = queue.SimpleQueue()
-        self._done: queue.SimpleQueue[SpawnRequest] = queue.SimpleQueue()
+        self._failed: queue.SimpleQueue[SpawnRequest] = queue.SimpleQueue()
         self._serial = threading.Lock()
-        self.outstanding = 0
+        self._idle = threading.Condition()
+        self._outstanding = 0
         self._threads = [
             threading.Thread(target=self._work, name=f"passhat-spawn-{i}", daemon=True)
             for i in range(max(1, threads))
@@ -72,28 +88,24 @@ class Spawner:
             thread.start()
 
     def submit(self, request: SpawnRequest) -> None:
-        """Queue `request`; it shows up in `finished()` once started (or failed)."""
-        self.outstanding += 1
+        """Queue `request` for a spawner thread."""
+        with self._idle:
+            self._outstanding += 1
         self._requests.put(request)
 
-    def finished(self) -> list[SpawnRequest]:
-        """The requests started since the last call."""
-        started = []
+    def failures(self) -> list[SpawnRequest]:
+        """The requests that failed to start since the last call."""
+        failed = []
         while True:
             try:
-                started.append(self._done.get_nowait())
+                failed.append(self._failed.get_nowait())
             except queue.Empty:
-                break
-        self.outstanding -= len(started)
-        return started
+                return failed
 
-    def wait_all(self) -> list[SpawnRequest]:
-        """Wait for every submitted request; the ones not collected yet."""
-        started = []
-        while self.outstanding:
-            started.append(self._done.get())
-            self.outstanding -= 1
-        return started
+    def wait_idle(self) -> None:
+        """Wait until every submitted request has been started (or has failed)."""
+        with self._idle:
+            self._idle.wait_for(lambda: self._outstanding == 0)
 
     def close(self) -> None:
         """Stop the threads."""
@@ -116,10 +128,15 @@ class Spawner:
                         finally:
                             os.fchdir(home)
                             os.close(home)
+                self._on_started(request)
             except OSError as err:
                 request.error = err
-            self._done.put(request)
-            self._wake()
+                self._failed.put(request)
+                self._on_failed()
+            finally:
+                with self._idle:
+                    self._outstanding -= 1
+                    self._idle.notify_all()
 
     def _spawn(self, request: SpawnRequest) -> int:
         os.chdir(request.cwd)
