@@ -34,7 +34,7 @@ def save_plot(report: Report, path: str | os.PathLike[str]) -> None:
         axes.set_xlabel("k")
         axes.set_ylim(-0.02, 1.02)
         axes.set_title(report.title or "passhat")
-        axes.legend()
+        axes.legend(loc="lower left")
         axes.grid(alpha=0.3)
         figure.tight_layout()
         try:

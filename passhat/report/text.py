@@ -54,14 +54,20 @@ def render_text(report: Report, *, color: bool = False, width: int = 100) -> str
     flaky = report.flaky
     if flaky:
         console.print(f"\n[bold]Flaky tasks ({len(flaky)}), most inconsistent first[/bold]")
-        tasks = Table(show_edge=False, pad_edge=False)
-        for name in ("task", "passed", "pass rate", "infra errors"):
-            tasks.add_column(name, justify="left" if name == "task" else "right")
-        for row in flaky:
-            tasks.add_row(
-                row.task_id, f"{row.passed}/{row.graded}", pct(row.pass_rate), str(row.infra_errors)
+        # NB: plain aligned lines, not a rich Table: thousands of rows must stay fast
+        rows = [("task", "passed", "pass rate", "infra errors")] + [
+            (r.task_id, f"{r.passed}/{r.graded}", pct(r.pass_rate), str(r.infra_errors))
+            for r in flaky
+        ]
+        widths = [max(len(row[i]) for row in rows) for i in range(4)]
+        lines = [
+            "  ".join(
+                [row[0].ljust(widths[0])]
+                + [c.rjust(w) for c, w in zip(row[1:], widths[1:], strict=True)]
             )
-        console.print(tasks)
+            for row in rows
+        ]
+        out.write("\n".join(lines) + "\n")
     for s in report.summaries:
         if s.need_more_trials:
             console.print(

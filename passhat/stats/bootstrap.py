@@ -20,7 +20,14 @@ if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 
-__all__ = ["Interval", "KIntervals", "bootstrap", "percentile_interval", "task_values"]
+__all__ = [
+    "Interval",
+    "KIntervals",
+    "bootstrap",
+    "percentile_interval",
+    "resampled_means",
+    "task_values",
+]
 
 
 @dataclass(frozen=True)
@@ -76,6 +83,24 @@ def percentile_interval(samples: npt.NDArray[np.float64], level: float) -> Inter
     return Interval(float(low), float(high))
 
 
+def resampled_means(
+    values: npt.NDArray[np.float64], *, resamples: int, rng: np.random.Generator
+) -> npt.NDArray[np.float64]:
+    """Column means of `resamples` bootstrap resamples of the rows of `values`.
+
+    Resampling m rows with replacement is drawing multinomial counts over the distinct
+    rows (a task's values depend only on its n and c, so there are few): the same
+    distribution at a fraction of the cost for 10,000 tasks.
+    """
+    import numpy as np
+
+    distinct, counts = np.unique(values, axis=0, return_counts=True)
+    rows = len(values)
+    weights = rng.multinomial(rows, counts / rows, size=resamples)
+    means: npt.NDArray[np.float64] = (weights @ distinct) / rows
+    return means
+
+
 def bootstrap(
     tallies: Sequence[TaskTally],
     ks: Iterable[int],
@@ -105,8 +130,7 @@ def bootstrap(
             result.append(KIntervals(k, level, empty, empty, empty))
             continue
         rng = np.random.default_rng([seed, k])
-        picks = rng.integers(0, len(values), size=(resamples, len(values)))
-        means = values[picks].mean(axis=1)
+        means = resampled_means(values, resamples=resamples, rng=rng)
         mean, at_k, hat_k = (percentile_interval(means[:, j], level) for j in range(3))
         result.append(KIntervals(k, level, mean, at_k, hat_k))
     return result

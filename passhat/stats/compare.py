@@ -14,7 +14,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from passhat.stats.bootstrap import Interval, percentile_interval
+from passhat.stats.bootstrap import Interval, percentile_interval, resampled_means
 from passhat.stats.estimators import pass_hat_k
 from passhat.stats.summary import TaskTally
 
@@ -30,6 +30,8 @@ WITHIN_NOISE = "within noise"
 
 # Up to this many non-zero differences the sign-flip test enumerates every sign pattern.
 _EXACT_MAX = 14
+# Random signs drawn at once in the Monte Carlo test (memory: 8 bytes each).
+_CHUNK = 1_000_000
 
 
 @dataclass(frozen=True)
@@ -98,8 +100,11 @@ def sign_flip_p(
         signs = 1.0 - 2.0 * patterns
         sums = np.abs(signs @ nonzero)
         return float(np.mean(sums >= observed))
-    signs = rng.choice(np.array([-1.0, 1.0]), size=(resamples, m))
-    hits = int(np.sum(np.abs(signs @ nonzero) >= observed))
+    hits = 0
+    chunk = max(1, _CHUNK // m)
+    for start in range(0, resamples, chunk):
+        signs = rng.choice(np.array([-1.0, 1.0]), size=(min(chunk, resamples - start), m))
+        hits += int(np.sum(np.abs(signs @ nonzero) >= observed))
     return (1 + hits) / (1 + resamples)
 
 
@@ -116,8 +121,9 @@ def _difference(
     if len(a) == 0:
         return Difference(0.0, 0.0, 0.0, Interval(0.0, 0.0), 1.0, WITHIN_NOISE)
     diffs = b - a
-    picks = rng.integers(0, len(diffs), size=(resamples, len(diffs)))
-    interval = percentile_interval(diffs[picks].mean(axis=1), level)
+    interval = percentile_interval(
+        resampled_means(diffs[:, None], resamples=resamples, rng=rng)[:, 0], level
+    )
     p = sign_flip_p(diffs, resamples=resamples, rng=rng)
     diff = float(np.mean(diffs))
     verdict = WITHIN_NOISE

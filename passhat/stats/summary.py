@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from fractions import Fraction
 from math import fsum
 from typing import Any
 
@@ -98,9 +97,8 @@ class KSummary:
 def flaky_order(tallies: Iterable[TaskTally]) -> list[TaskTally]:
     """Tasks with 0 < c < n, most inconsistent first (c/n closest to 1/2), then by task id."""
     flaky = [t for t in tallies if 0 < t.passed < t.graded]
-    return sorted(
-        flaky, key=lambda t: (Fraction(abs(2 * t.passed - t.graded), t.graded), t.task_id)
-    )
+    # NB: a correctly rounded quotient keeps equal ratios equal and distinct ones ordered
+    return sorted(flaky, key=lambda t: (abs(2 * t.passed - t.graded) / t.graded, t.task_id))
 
 
 def _mean(values: Sequence[float]) -> float:

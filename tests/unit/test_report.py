@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from xml.etree import ElementTree
 
 import pytest
 
@@ -88,6 +89,8 @@ def test_html_is_self_contained_with_curve_and_escaping() -> None:
     assert "mixed &amp; more" in page
     assert page.index("Flaky tasks (2)") < page.index("Other tasks (2)")
     assert "lost to inconsistency" in page
+    svg = page[page.index("<svg") : page.index("</svg>") + len("</svg>")]
+    assert ElementTree.fromstring(svg).tag == "{http://www.w3.org/2000/svg}svg"
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
