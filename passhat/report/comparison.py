@@ -31,6 +31,8 @@ def _rows(c: Comparison) -> list[list[str]]:
 
 def _notes(c: Comparison) -> list[str]:
     notes = [f"{c.tasks_paired} tasks paired"]
+    if c.tasks_paired == 0:
+        notes = [f"nothing to compare: no task has {c.k} graded trials in both A and B"]
     if c.only_in_a:
         notes.append(f"{len(c.only_in_a)} only in A: {', '.join(c.only_in_a)}")
     if c.only_in_b:
@@ -67,7 +69,8 @@ def render_comparison(comparisons: list[Comparison], fmt: str, *, title: str = "
             widths = [max(len(row[i]) for row in rows) for i in range(len(_HEADER))]
             lines += ["", f"k = {c.k} ({level} intervals, paired over tasks)"]
             for row in rows:
-                lines.append("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)))
+                cells = (cell.ljust(w) for cell, w in zip(row, widths, strict=True))
+                lines.append("  ".join(cells).rstrip())
             lines += [f"  {note}" for note in _notes(c)]
     return "\n".join(lines).lstrip("\n") + "\n"
 
