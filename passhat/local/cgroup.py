@@ -84,7 +84,7 @@ def _dir(point: str, root: str, path: str) -> str | None:
     if root != "/" and not (path == root or path.startswith(root + "/")):
         return None
     relative = path[len(root) :] if root != "/" else path
-    return os.path.join(point, relative.lstrip("/"))
+    return os.path.normpath(os.path.join(point, relative.lstrip("/")))
 
 
 def detect(

@@ -1,0 +1,65 @@
+"""trials.jsonl: records round-trip, a torn last line is dropped and cut off, bad lines fail."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from passhat.api.errors import InputError
+from passhat.local.journal import FIELDS, Journal, read_journal
+
+
+def _record(trial: int) -> dict[str, object]:
+    return {
+        "task_id": "t",
+        "trial": trial,
+        "attempt": 0,
+        "outcome": "pass",
+        "reason": "exit_code",
+        "exit_code": 0,
+        "duration_s": 0.01,
+        "final": True,
+    }
+
+
+def test_append_then_read(tmp_path: Path) -> None:
+    """Appended records read back in order with exactly the journal's fields."""
+    path = str(tmp_path / "trials.jsonl")
+    journal = Journal(path)
+    for trial in range(3):
+        journal.append({**_record(trial), "extra": "dropped"})
+    journal.close()
+    records = read_journal(path)
+    assert [r["trial"] for r in records] == [0, 1, 2]
+    assert all(tuple(r) == FIELDS for r in records)
+
+
+def test_torn_last_line_is_repaired(tmp_path: Path) -> None:
+    """A last line without its newline is dropped; with repair the file is cut back."""
+    path = tmp_path / "trials.jsonl"
+    good = "".join(json.dumps(_record(t)) + "\n" for t in range(2))
+    path.write_text(good + '{"task_id": "t", "tri')
+    assert len(read_journal(str(path))) == 2
+    assert path.read_text().endswith('"tri')
+    assert len(read_journal(str(path), repair=True)) == 2
+    assert path.read_text() == good
+    journal = Journal(str(path))
+    journal.append(_record(2))
+    journal.close()
+    assert [r["trial"] for r in read_journal(str(path))] == [0, 1, 2]
+
+
+def test_garbage_in_the_middle_is_an_input_error(tmp_path: Path) -> None:
+    """A bad line that is not the last one is an InputError naming the line."""
+    path = tmp_path / "trials.jsonl"
+    path.write_text(json.dumps(_record(0)) + "\nnot json\n" + json.dumps(_record(1)) + "\n")
+    with pytest.raises(InputError) as err:
+        read_journal(str(path))
+    assert err.value.line == 2
+
+
+def test_missing_journal_is_empty(tmp_path: Path) -> None:
+    """No journal yet means no records."""
+    assert read_journal(str(tmp_path / "none.jsonl")) == []
