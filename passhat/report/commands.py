@@ -83,6 +83,14 @@ def _score(args: argparse.Namespace) -> int:
         raise UsageError(f"--format {args.format}: choose from {', '.join(FORMATS)}")
     tallies = read_tallies(args.files)
     ks = _ks(args.k, tallies)
+    most = max((t.graded for t in tallies), default=0)
+    for k in ks:
+        if k > most:
+            print(
+                f"passhat: note: k={k} is more than any task's {most} graded trials: "
+                "every task needs more trials for it",
+                file=sys.stderr,
+            )
     intervals = None
     if args.format != "json" and not args.no_intervals:
         resamples = args.resamples or 2000

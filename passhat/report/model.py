@@ -71,8 +71,9 @@ class Report:
 
     @property
     def headline(self) -> KSummary | None:
-        """The summary at the largest requested k: its mean vs pass^k gap is the headline."""
-        return max(self.summaries, key=lambda s: s.k) if self.summaries else None
+        """The summary at the largest k with a scored task: its mean vs pass^k gap leads."""
+        scored = [s for s in self.summaries if s.tasks_scored]
+        return max(scored, key=lambda s: s.k) if scored else None
 
     @property
     def flaky(self) -> list[TaskRow]:

@@ -63,6 +63,14 @@ def test_score_text_markdown_html_out_and_plot(
     assert png.read_bytes()[:4] == b"\x89PNG"
 
 
+def test_score_k_beyond_every_task_is_a_note(capsys: pytest.CaptureFixture[str]) -> None:
+    """A k above every task's trials still scores (all need more trials) with a note."""
+    code, out, err = _run(capsys, "score", BIMODAL, "--k", "9", "--format", "json")
+    assert code == 0
+    assert json.loads(out)[0]["tasks_scored"] == 0
+    assert "k=9 is more than any task's 8 graded trials" in err
+
+
 def test_score_several_files_are_one_run(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:

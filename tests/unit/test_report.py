@@ -126,3 +126,10 @@ def test_plot_to_an_unwritable_path_is_a_usage_error(tmp_path: Path) -> None:
     """A plot path in a missing directory is one UsageError line."""
     with pytest.raises(UsageError, match="cannot write"):
         save_plot(build_report(BIMODAL, [1]), tmp_path / "missing" / "curve.png")
+
+
+def test_headline_skips_ks_nothing_was_scored_at() -> None:
+    """The headline uses the largest k with a scored task, not a k every task is short of."""
+    text = render(BIMODAL, [3, 20], "text")
+    assert "pass^3 53.6% vs mean pass rate 75.0%" in text
+    assert "Need more trials for k=20 (20)" in text
