@@ -30,6 +30,7 @@ from passhat.local.executor import Executor
 from passhat.local.journal import Journal, read_journal
 from passhat.local.plan import Plan, make_plan
 from passhat.local.progress import display_for
+from passhat.local.spawner import TranscriptError
 from passhat.stats import KSummary, summarize_many, tally
 from passhat.trials.ledger import LedgerError, SlotLedger
 from passhat.trials.outcomes import Outcome, Verdict
@@ -227,6 +228,10 @@ def run(
     )
     try:
         finished = _execute(executor)
+    except TranscriptError as err:
+        raise InputError(
+            f"cannot write the transcript: {err.strerror or err}", path=str(err.filename)
+        ) from None
     except OSError as err:
         raise SpecError(
             f"cannot start the trial: {err.strerror or err}",

@@ -27,9 +27,13 @@ from typing import Any
 from passhat.local.cgroup import Pool, Slot
 from passhat.local.sandbox import spawn
 
-__all__ = ["SpawnRequest", "Spawner"]
+__all__ = ["SpawnRequest", "Spawner", "TranscriptError"]
 
 _CLONE_FS = 0x200
+
+
+class TranscriptError(OSError):
+    """The transcript file of an attempt could not be created."""
 
 
 @dataclass
@@ -161,8 +165,11 @@ class Spawner:
 def _open_transcript(path: str) -> int:
     flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC
     try:
-        return os.open(path, flags, 0o644)
-    except FileNotFoundError:
-        with contextlib.suppress(FileExistsError):
-            os.makedirs(os.path.dirname(path))
-        return os.open(path, flags, 0o644)
+        try:
+            return os.open(path, flags, 0o644)
+        except FileNotFoundError:
+            with contextlib.suppress(FileExistsError):
+                os.makedirs(os.path.dirname(path))
+            return os.open(path, flags, 0o644)
+    except OSError as err:
+        raise TranscriptError(err.errno, err.strerror, path) from None

@@ -91,3 +91,15 @@ def test_missing_eval_file_exits_2(tmp_path: Path) -> None:
     proc = passhat("run", tmp_path / "nope.yaml", "--out", tmp_path / "out")
     assert proc.returncode == 2 and "nope.yaml" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_transcript_that_cannot_be_written_exits_2(tmp_path: Path) -> None:
+    """A transcript path blocked by a file is a one-line error naming it, exit 2."""
+    path = write_eval(tmp_path / "eval.yaml", eval_doc("exit 0", tasks=["a"], trials=1))
+    out = tmp_path / "out"
+    (out / "transcripts").mkdir(parents=True)
+    (out / "transcripts" / "a").write_text("in the way")
+    proc = passhat("run", path, "--out", out, "--resume")
+    assert proc.returncode == 2, proc.stderr
+    assert "cannot write the transcript" in proc.stderr and "transcripts/a/0-0.log" in proc.stderr
+    assert "Traceback" not in proc.stderr
