@@ -62,6 +62,10 @@ def render_html(report: Report) -> str:
             _metric(f"infra errors ({report.attempts} attempts)", pct(report.infra_error_rate)),
             "</div>",
         ]
+    flaky = report.flaky
+    if flaky:
+        parts.append(f"<h2>Flaky tasks ({len(flaky)}), most inconsistent first</h2>")
+        parts.append(_task_table(flaky))
     header = ("k", "tasks", "mean", "pass@k", "pass^k", "flaky", "need more trials")
     body = []
     for s in report.summaries:
@@ -77,16 +81,13 @@ def render_html(report: Report) -> str:
         )
         body.append("<tr>" + "".join(f"<td>{escape(c)}</td>" for c in cells) + "</tr>")
     head = "".join(f"<th>{escape(h)}</th>" for h in header)
+    parts.append("<h2>Scores by k</h2>")
     parts.append(f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>")
     if report.intervals:
         level = 100 * report.intervals[0].level
         parts.append(f'<p class="note">{level:g}% bootstrap intervals over tasks.</p>')
     mean = top.mean_pass_rate if top is not None else None
     parts.append(f"<h2>pass^k and pass@k over k</h2>{curve_svg(report.curve, mean=mean)}")
-    flaky = report.flaky
-    if flaky:
-        parts.append(f"<h2>Flaky tasks ({len(flaky)}), most inconsistent first</h2>")
-        parts.append(_task_table(flaky))
     for s in report.summaries:
         if s.need_more_trials:
             ids = ", ".join(s.need_more_trials)

@@ -26,7 +26,22 @@ def render_markdown(report: Report) -> str:
             f"of {report.attempts} attempts",
             "",
         ]
+    flaky = report.flaky
+    if flaky:
+        table = ["| task | passed | pass rate | infra errors |", "|---|---:|---:|---:|"]
+        table += [
+            f"| `{_escape(r.task_id)}` | {r.passed}/{r.graded} | {pct(r.pass_rate)} "
+            f"| {r.infra_errors} |"
+            for r in flaky
+        ]
+        heading = f"Flaky tasks ({len(flaky)}), most inconsistent first"
+        if len(flaky) > _FOLD:
+            lines += [f"<details><summary>{heading}</summary>", "", *table, "", "</details>", ""]
+        else:
+            lines += [f"#### {heading}", "", *table, ""]
     lines += [
+        "#### Scores by k",
+        "",
         "| k | tasks | mean | pass@k | pass^k | flaky | need more trials |",
         "|---:|---:|---:|---:|---:|---:|---:|",
     ]
@@ -40,20 +55,6 @@ def render_markdown(report: Report) -> str:
         )
     if report.intervals:
         lines += ["", f"_{100 * report.intervals[0].level:g}% bootstrap intervals over tasks._"]
-    flaky = report.flaky
-    if flaky:
-        table = ["| task | passed | pass rate | infra errors |", "|---|---:|---:|---:|"]
-        table += [
-            f"| `{_escape(r.task_id)}` | {r.passed}/{r.graded} | {pct(r.pass_rate)} "
-            f"| {r.infra_errors} |"
-            for r in flaky
-        ]
-        heading = f"Flaky tasks ({len(flaky)}), most inconsistent first"
-        lines.append("")
-        if len(flaky) > _FOLD:
-            lines += [f"<details><summary>{heading}</summary>", "", *table, "", "</details>"]
-        else:
-            lines += [f"#### {heading}", "", *table]
     for s in report.summaries:
         if s.need_more_trials:
             ids = ", ".join(f"`{_escape(t)}`" for t in s.need_more_trials)

@@ -4,10 +4,26 @@ from __future__ import annotations
 
 import io
 
-from passhat.report.model import Report
+from passhat.report.model import Report, TaskRow
 from passhat.report.numbers import cell, headline, pct
 
 __all__ = ["render_text"]
+
+
+def _flaky_lines(flaky: list[TaskRow]) -> str:
+    """Plain aligned lines, not a rich Table: thousands of flaky tasks must stay fast."""
+    rows = [("task", "passed", "pass rate", "infra errors")] + [
+        (r.task_id, f"{r.passed}/{r.graded}", pct(r.pass_rate), str(r.infra_errors)) for r in flaky
+    ]
+    widths = [max(len(row[i]) for row in rows) for i in range(4)]
+    lines = [
+        "  ".join(
+            [row[0].ljust(widths[0])]
+            + [c.rjust(w) for c, w in zip(row[1:], widths[1:], strict=True)]
+        )
+        for row in rows
+    ]
+    return "\n".join(lines) + "\n"
 
 
 def render_text(report: Report, *, color: bool = False, width: int = 100) -> str:
@@ -33,6 +49,12 @@ def render_text(report: Report, *, color: bool = False, width: int = 100) -> str
             f"of {report.attempts} attempts",
             soft_wrap=True,
         )
+    flaky = report.flaky
+    if flaky:
+        # The flaky tasks come first, right under the headline: they are why pass^k < mean.
+        console.print(f"\n[bold]Flaky tasks ({len(flaky)}), most inconsistent first[/bold]")
+        out.write(_flaky_lines(flaky))
+        console.print()
     table = Table(show_edge=False, pad_edge=False)
     for name in ("k", "tasks", "mean", "pass@k", "pass^k", "flaky", "need more trials"):
         table.add_column(name, justify="right" if name != "need more trials" else "left")
@@ -51,23 +73,6 @@ def render_text(report: Report, *, color: bool = False, width: int = 100) -> str
     if report.intervals:
         level = report.intervals[0].level
         console.print(f"[{100 * level:g}% bootstrap intervals over tasks]")
-    flaky = report.flaky
-    if flaky:
-        console.print(f"\n[bold]Flaky tasks ({len(flaky)}), most inconsistent first[/bold]")
-        # NB: plain aligned lines, not a rich Table: thousands of rows must stay fast
-        rows = [("task", "passed", "pass rate", "infra errors")] + [
-            (r.task_id, f"{r.passed}/{r.graded}", pct(r.pass_rate), str(r.infra_errors))
-            for r in flaky
-        ]
-        widths = [max(len(row[i]) for row in rows) for i in range(4)]
-        lines = [
-            "  ".join(
-                [row[0].ljust(widths[0])]
-                + [c.rjust(w) for c, w in zip(row[1:], widths[1:], strict=True)]
-            )
-            for row in rows
-        ]
-        out.write("\n".join(lines) + "\n")
     for s in report.summaries:
         if s.need_more_trials:
             console.print(

@@ -133,3 +133,18 @@ def test_headline_skips_ks_nothing_was_scored_at() -> None:
     text = render(BIMODAL, [3, 20], "text")
     assert "pass^3 53.6% vs mean pass rate 75.0%" in text
     assert "Need more trials for k=20 (20)" in text
+
+
+@pytest.mark.parametrize(
+    ("fmt", "headline", "by_k"),
+    [
+        ("text", "lost to inconsistency", "need more trials"),
+        ("markdown", "lost to inconsistency", "| k | tasks |"),
+        ("html", "lost to inconsistency", "<th>k</th>"),
+    ],
+)
+def test_flaky_tasks_come_right_after_the_headline(fmt: str, headline: str, by_k: str) -> None:
+    """Human formats put the flaky list between the headline and the per-k table."""
+    text = render(BIMODAL, [1, 3, 8], fmt)
+    assert text.index(headline) < text.index("Flaky tasks (10)") < text.index(by_k)
+    assert text.index("coinflip-9") < text.index(by_k)
