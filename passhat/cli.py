@@ -7,7 +7,8 @@ function and append it to SUBCOMMANDS. Those modules import nothing heavy at imp
 so `passhat trial` in a pod starts fast.
 
 Errors a user can cause (`PasshatError`: bad file, spec or option) print one line,
-`passhat: error: <what and where>`, and exit 2; argparse's own errors also exit 2.
+`passhat: error: <what and where>`, and exit 2. argparse's own errors (a bad or missing
+option) are one line too, `passhat <command>: error: <option>: ...`, also exit 2.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable, Sequence
+from typing import NoReturn, cast
 
 from passhat import __version__
 from passhat.api.errors import PasshatError
@@ -42,15 +44,27 @@ SUBCOMMANDS: tuple[AddParser, ...] = (
 )
 
 
+class _Parser(argparse.ArgumentParser):
+    """An ArgumentParser whose usage errors are one line (subcommand parsers inherit it)."""
+
+    def error(self, message: str) -> NoReturn:
+        """Print `<prog>: error: <message>` and a pointer to --help on one line; exit 2."""
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The full `passhat` parser with every subcommand mounted."""
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="passhat",
         description="Run every task of an agent eval n times and report how consistently "
         "it passes: pass^k, pass@k, mean pass rate, flaky tasks, infra-error rate.",
     )
     parser.add_argument("--version", action="version", version=f"passhat {__version__}")
-    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    # NB: argparse builds the subcommand parsers with the parent's class, so _Parser too
+    subparsers = cast(
+        "argparse._SubParsersAction[argparse.ArgumentParser]",
+        parser.add_subparsers(dest="command", metavar="COMMAND"),
+    )
     for add in SUBCOMMANDS:
         add(subparsers)
     return parser
