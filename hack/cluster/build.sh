@@ -83,6 +83,8 @@ build_helm() {
 
 main() {
   mkdir -p "$PASSHAT_CACHE_DIR"
+  exec 8>"$PASSHAT_CACHE_DIR/build.lock"
+  flock 8 # one build at a time: concurrent builds of one component would clobber each other
   case "${1:-all}" in
     kube) build_kube ;; etcd) build_etcd ;; kwok) build_kwok ;; helm) build_helm ;;
     all) build_kube; build_etcd; build_kwok; build_helm ;;

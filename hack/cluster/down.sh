@@ -30,5 +30,6 @@ ip link delete passhat0 2>/dev/null || true
 iptables -t nat -S 2>/dev/null | grep -- "-d $SERVICE_IP/32" | sed 's/^-A/-D/' |
   while read -r rule; do eval "iptables -t nat $rule" 2>/dev/null || true; done
 rm -rf "$STATE" "$RUNTIME" "$RUN" "$PKI" "$ETC" "$KUBECONFIG_ADMIN"
+rm -rf /var/log/pods/* /var/log/containers/* 2>/dev/null # the kubelet's fixed log dirs
 [[ "${KEEP_LOGS:-0}" == 1 ]] || rm -rf "$LOGS"
 log "cluster stopped and its state removed"

@@ -58,9 +58,11 @@ wait_until() {
   done
 }
 
-pid_alive() { # NAME: is the process recorded in run/NAME.pid alive?
-  local f="$RUN/$1.pid"
-  [[ -f "$f" ]] && kill -0 "$(cat "$f")" 2>/dev/null
+pid_alive() { # NAME: is the process recorded in run/NAME.pid alive (and still NAME)?
+  local f="$RUN/$1.pid" pid
+  [[ -f "$f" ]] || return 1
+  pid=$(cat "$f")
+  kill -0 "$pid" 2>/dev/null && tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q -- "$1"
 }
 
 # start_component NAME CMD...: start CMD detached (own session), log to logs/NAME.log.
