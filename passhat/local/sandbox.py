@@ -154,8 +154,14 @@ class Scratch:
     def reset(self, slot: int) -> None:
         """Empty `slot`'s working directory and remove its result file."""
         path = os.path.join(self.root, f"w{slot}")
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(self.result_path(slot))
+        result = self.result_path(slot)
+        try:
+            os.unlink(result)
+        except FileNotFoundError:
+            pass
+        except OSError:
+            # NB: a trial may have put a directory where its result file goes
+            _remove_tree(result)
         try:
             with os.scandir(path) as entries:
                 if next(entries, None) is None:

@@ -39,3 +39,18 @@ def test_fresh_directory_and_clean_environment(run_eval, tmp_path, monkeypatch) 
     assert json.loads(env["PASSHAT_TASK"]) == {"x": 1}
     assert (env["PASSHAT_TRIAL"], env["PASSHAT_ATTEMPT"]) == ("2", "0")
     assert "PATH" in env and "PASSHAT_RESULT" in env
+
+
+def test_odd_trials_do_not_break_the_run(run_eval) -> None:
+    """A directory at $PASSHAT_RESULT, a deleted cwd or a read-only tree are cleaned up."""
+    script = """
+    case "$PASSHAT_TRIAL" in
+      0) mkdir "$PASSHAT_RESULT"; exit 0 ;;
+      1) cd /; rm -rf "$HOME"; exit 1 ;;
+      2) mkdir -p deep/er && touch deep/er/f && chmod -R a-w deep; exit 0 ;;
+      *) [ -z "$(ls -A "$HOME")" ] ;;
+    esac
+    """
+    proc, out = run_eval(eval_doc(script, tasks=["t"], trials=5, parallelism=1))
+    assert proc.returncode == 0, proc.stderr
+    assert [r["outcome"] for r in rows(out)] == ["pass", "fail", "pass", "pass", "pass"]
