@@ -16,7 +16,15 @@ from typing import TYPE_CHECKING, TypeAlias
 from passhat.api.errors import UsageError
 from passhat.stats import TaskTally, default_ks
 
-__all__ = ["add_compare_parser", "add_power_parser", "add_score_parser", "positive_int"]
+__all__ = [
+    "add_compare_parser",
+    "add_power_parser",
+    "add_report_options",
+    "add_score_parser",
+    "fraction",
+    "output_report",
+    "positive_int",
+]
 
 if TYPE_CHECKING:
     Subparsers: TypeAlias = argparse._SubParsersAction[argparse.ArgumentParser]
@@ -33,7 +41,8 @@ def positive_int(text: str) -> int:
     return value
 
 
-def _fraction(text: str) -> float:
+def fraction(text: str) -> float:
+    """An argparse type: a number strictly between 0 and 1 (a level, alpha, power)."""
     try:
         value = float(text)
     except ValueError:
@@ -62,6 +71,17 @@ def _write(text: str, out: str | None) -> None:
     print(f"passhat: wrote {out}", file=sys.stderr)
 
 
+def _k_option(parser: argparse.ArgumentParser, help: str) -> None:
+    parser.add_argument("--k", type=positive_int, action="append", metavar="K", help=help)
+
+
+def _output_options(
+    parser: argparse.ArgumentParser, formats: Sequence[str], help: str | None = None
+) -> None:
+    parser.add_argument("--format", default="text", choices=formats, help=help)
+    parser.add_argument("--out", metavar="PATH", help="write the report here, not to stdout")
+
+
 def _interval_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--seed", type=int, default=0, metavar="S", help="seed of the resampling (0)"
@@ -70,17 +90,50 @@ def _interval_options(parser: argparse.ArgumentParser) -> None:
         "--resamples", type=positive_int, metavar="N", help="bootstrap / permutation resamples"
     )
     parser.add_argument(
-        "--level", type=_fraction, default=0.95, metavar="L", help="interval level (0.95)"
+        "--level", type=fraction, default=0.95, metavar="L", help="interval level (0.95)"
     )
 
 
-def _score(args: argparse.Namespace) -> int:
-    from passhat.report import FORMATS, build_report, render_report, save_plot
+def output_report(
+    tallies: Sequence[TaskTally], ks: Sequence[int], args: argparse.Namespace, *, title: str
+) -> int:
+    """Render the report of `tallies` as the options of add_report_options ask; exit code 0.
+
+    Shared by `passhat score` and `passhat report`, so both print the same report for the
+    same trials: intervals unless --format json or --no-intervals, --plot, --out.
+    """
+    from passhat.report import build_report, render_report, save_plot
     from passhat.stats import bootstrap
+
+    intervals = None
+    if args.format != "json" and not args.no_intervals:
+        resamples = args.resamples or 2000
+        intervals = bootstrap(tallies, ks, resamples=resamples, seed=args.seed, level=args.level)
+    report = build_report(tallies, ks, title=title, intervals=intervals)
+    if args.plot:
+        save_plot(report, args.plot)
+    color = args.out is None and args.format == "text" and sys.stdout.isatty()
+    _write(render_report(report, args.format, color=color), args.out)
+    return 0
+
+
+def add_report_options(parser: argparse.ArgumentParser, *, k_help: str, title_help: str) -> None:
+    """The options output_report reads: --k, --format, --out, --plot, --title, intervals."""
+    from passhat.report import FORMATS
+
+    _k_option(parser, k_help)
+    _output_options(
+        parser, FORMATS, "text (default), json (one 8-key object per k), json-full, markdown, html"
+    )
+    parser.add_argument("--plot", metavar="PNG", help="also draw the pass^k / pass@k curve")
+    parser.add_argument("--title", help=title_help)
+    parser.add_argument("--no-intervals", action="store_true", help="skip the bootstrap intervals")
+    _interval_options(parser)
+
+
+def _score(args: argparse.Namespace) -> int:
     from passhat.trials.readers import read_tallies
 
-    if args.format not in FORMATS:
-        raise UsageError(f"--format {args.format}: choose from {', '.join(FORMATS)}")
     tallies = read_tallies(args.files)
     ks = _ks(args.k, tallies)
     most = max((t.graded for t in tallies), default=0)
@@ -91,17 +144,8 @@ def _score(args: argparse.Namespace) -> int:
                 "every task needs more trials for it",
                 file=sys.stderr,
             )
-    intervals = None
-    if args.format != "json" and not args.no_intervals:
-        resamples = args.resamples or 2000
-        intervals = bootstrap(tallies, ks, resamples=resamples, seed=args.seed, level=args.level)
     title = args.title if args.title is not None else ", ".join(Path(f).name for f in args.files)
-    report = build_report(tallies, ks, title=title, intervals=intervals)
-    color = args.out is None and args.format == "text" and sys.stdout.isatty()
-    if args.plot:
-        save_plot(report, args.plot)
-    _write(render_report(report, args.format, color=color), args.out)
-    return 0
+    return output_report(tallies, ks, args, title=title)
 
 
 def add_score_parser(subparsers: Subparsers) -> None:
@@ -114,24 +158,11 @@ def add_score_parser(subparsers: Subparsers) -> None:
         "tau-bench results. Several files are one run. Exit 2 on bad input.",
     )
     parser.add_argument("files", nargs="+", metavar="FILE", help="trial files")
-    parser.add_argument(
-        "--k",
-        type=positive_int,
-        action="append",
-        metavar="K",
-        help="k to report (repeatable; default 1, 3 and the most trials of a task)",
+    add_report_options(
+        parser,
+        k_help="k to report (repeatable; default 1, 3 and the most trials of a task)",
+        title_help="report title (default: the file names)",
     )
-    parser.add_argument(
-        "--format",
-        default="text",
-        choices=("text", "json", "json-full", "markdown", "html"),
-        help="text (default), json (one 8-key object per k), json-full, markdown, html",
-    )
-    parser.add_argument("--out", metavar="PATH", help="write the report here, not to stdout")
-    parser.add_argument("--plot", metavar="PNG", help="also draw the pass^k / pass@k curve")
-    parser.add_argument("--title", help="report title (default: the file names)")
-    parser.add_argument("--no-intervals", action="store_true", help="skip the bootstrap intervals")
-    _interval_options(parser)
     parser.set_defaults(func=_score)
 
 
@@ -164,11 +195,8 @@ def add_compare_parser(subparsers: Subparsers) -> None:
     )
     parser.add_argument("a", metavar="A", help="baseline trial file")
     parser.add_argument("b", metavar="B", help="candidate trial file")
-    parser.add_argument(
-        "--k", type=positive_int, action="append", metavar="K", help="k (repeatable)"
-    )
-    parser.add_argument("--format", default="text", choices=("text", "json", "markdown"))
-    parser.add_argument("--out", metavar="PATH", help="write here, not to stdout")
+    _k_option(parser, "k (repeatable)")
+    _output_options(parser, ("text", "json", "markdown"))
     parser.add_argument(
         "--fail-if-worse",
         action="store_true",
@@ -215,8 +243,8 @@ def add_power_parser(subparsers: Subparsers) -> None:
     parser.add_argument(
         "--diff", type=float, required=True, metavar="D", help="change to detect, e.g. 0.05"
     )
-    parser.add_argument("--alpha", type=_fraction, default=0.05, help="significance (0.05)")
-    parser.add_argument("--power", type=_fraction, default=0.8, help="power (0.8)")
+    parser.add_argument("--alpha", type=fraction, default=0.05, help="significance (0.05)")
+    parser.add_argument("--power", type=fraction, default=0.8, help="power (0.8)")
     parser.add_argument(
         "--trials", type=positive_int, action="append", metavar="N", help="trial counts to plan"
     )
@@ -227,6 +255,5 @@ def add_power_parser(subparsers: Subparsers) -> None:
         metavar="SD",
         help="how much the true change varies between tasks (0)",
     )
-    parser.add_argument("--format", default="text", choices=("text", "json", "markdown"))
-    parser.add_argument("--out", metavar="PATH", help="write here, not to stdout")
+    _output_options(parser, ("text", "json", "markdown"))
     parser.set_defaults(func=_power)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from html import escape
 
 from passhat.report.model import Report, TaskRow
-from passhat.report.numbers import cell, pct
+from passhat.report.numbers import K_COLUMNS, k_cells, pct
 from passhat.report.svg import curve_svg
 
 __all__ = ["render_html"]
@@ -66,23 +66,15 @@ def render_html(report: Report) -> str:
     if flaky:
         parts.append(f"<h2>Flaky tasks ({len(flaky)}), most inconsistent first</h2>")
         parts.append(_task_table(flaky))
-    header = ("k", "tasks", "mean", "pass@k", "pass^k", "flaky", "need more trials")
-    body = []
-    for s in report.summaries:
-        intervals = report.intervals_at(s.k)
-        cells = (
-            str(s.k),
-            str(s.tasks_scored),
-            cell(s.mean_pass_rate, intervals, "mean_pass_rate"),
-            cell(s.pass_at_k, intervals, "pass_at_k"),
-            cell(s.pass_hat_k, intervals, "pass_hat_k"),
-            str(len(s.flaky)),
-            str(len(s.need_more_trials)),
-        )
-        body.append("<tr>" + "".join(f"<td>{escape(c)}</td>" for c in cells) + "</tr>")
-    head = "".join(f"<th>{escape(h)}</th>" for h in header)
+    body = "".join(
+        "<tr>"
+        + "".join(f"<td>{escape(c)}</td>" for c in k_cells(s, report.intervals_at(s.k)))
+        + "</tr>"
+        for s in report.summaries
+    )
+    head = "".join(f"<th>{escape(h)}</th>" for h in K_COLUMNS)
     parts.append("<h2>Scores by k</h2>")
-    parts.append(f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>")
+    parts.append(f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>")
     if report.intervals:
         level = 100 * report.intervals[0].level
         parts.append(f'<p class="note">{level:g}% bootstrap intervals over tasks.</p>')

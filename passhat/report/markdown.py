@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from passhat.report.model import Report
-from passhat.report.numbers import cell, headline, pct
+from passhat.report.numbers import K_COLUMNS, headline, k_cells, pct
 
 __all__ = ["render_markdown"]
 
@@ -42,17 +42,12 @@ def render_markdown(report: Report) -> str:
     lines += [
         "#### Scores by k",
         "",
-        "| k | tasks | mean | pass@k | pass^k | flaky | need more trials |",
-        "|---:|---:|---:|---:|---:|---:|---:|",
+        "| " + " | ".join(K_COLUMNS) + " |",
+        "|" + "---:|" * len(K_COLUMNS),
     ]
-    for s in report.summaries:
-        intervals = report.intervals_at(s.k)
-        lines.append(
-            f"| {s.k} | {s.tasks_scored} | {cell(s.mean_pass_rate, intervals, 'mean_pass_rate')} "
-            f"| {cell(s.pass_at_k, intervals, 'pass_at_k')} "
-            f"| {cell(s.pass_hat_k, intervals, 'pass_hat_k')} "
-            f"| {len(s.flaky)} | {len(s.need_more_trials)} |"
-        )
+    lines += [
+        "| " + " | ".join(k_cells(s, report.intervals_at(s.k))) + " |" for s in report.summaries
+    ]
     if report.intervals:
         lines += ["", f"_{100 * report.intervals[0].level:g}% bootstrap intervals over tasks._"]
     for s in report.summaries:

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from passhat.stats import KIntervals, KSummary
 
-__all__ = ["cell", "headline", "pct"]
+__all__ = ["K_COLUMNS", "cell", "headline", "k_cells", "pct"]
+
+# The columns of the per-k table, the same in every human format.
+K_COLUMNS = ("k", "tasks", "mean", "pass@k", "pass^k", "flaky", "need more trials")
 
 
 def pct(value: float) -> str:
@@ -26,4 +29,17 @@ def headline(summary: KSummary) -> str:
     return (
         f"pass^{summary.k} {pct(summary.pass_hat_k)} vs mean pass rate "
         f"{pct(summary.mean_pass_rate)}: {gap:.1f} points lost to inconsistency"
+    )
+
+
+def k_cells(summary: KSummary, intervals: KIntervals | None) -> tuple[str, ...]:
+    """One row of the per-k table, in K_COLUMNS order."""
+    return (
+        str(summary.k),
+        str(summary.tasks_scored),
+        cell(summary.mean_pass_rate, intervals, "mean_pass_rate"),
+        cell(summary.pass_at_k, intervals, "pass_at_k"),
+        cell(summary.pass_hat_k, intervals, "pass_hat_k"),
+        str(len(summary.flaky)),
+        str(len(summary.need_more_trials)),
     )

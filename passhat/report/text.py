@@ -5,7 +5,7 @@ from __future__ import annotations
 import io
 
 from passhat.report.model import Report, TaskRow
-from passhat.report.numbers import cell, headline, pct
+from passhat.report.numbers import K_COLUMNS, headline, k_cells, pct
 
 __all__ = ["render_text"]
 
@@ -56,19 +56,10 @@ def render_text(report: Report, *, color: bool = False, width: int = 100) -> str
         out.write(_flaky_lines(flaky))
         console.print()
     table = Table(show_edge=False, pad_edge=False)
-    for name in ("k", "tasks", "mean", "pass@k", "pass^k", "flaky", "need more trials"):
-        table.add_column(name, justify="right" if name != "need more trials" else "left")
+    for name in K_COLUMNS:
+        table.add_column(name, justify="right")
     for s in report.summaries:
-        intervals = report.intervals_at(s.k)
-        table.add_row(
-            str(s.k),
-            str(s.tasks_scored),
-            cell(s.mean_pass_rate, intervals, "mean_pass_rate"),
-            cell(s.pass_at_k, intervals, "pass_at_k"),
-            cell(s.pass_hat_k, intervals, "pass_hat_k"),
-            str(len(s.flaky)),
-            str(len(s.need_more_trials)),
-        )
+        table.add_row(*k_cells(s, report.intervals_at(s.k)))
     console.print(table)
     if report.intervals:
         level = report.intervals[0].level

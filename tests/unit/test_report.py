@@ -50,13 +50,14 @@ def test_json_full_adds_intervals_tasks_and_curve() -> None:
 
 
 def test_text_headline_flaky_first_and_no_ansi() -> None:
-    """Text shows the mean vs pass^k gap, the infra-error rate, flaky most inconsistent first."""
+    """Text: the mean vs pass^k gap, infra-error rate, flaky first, no trailing spaces."""
     text = render(MIXED, [1, 2], "text", title="mixed")
     assert "pass^2" in text
     assert "infra errors 23.5% of 17 attempts" in text
     assert text.index("half <b>&") < text.index("one-in-four")
     assert "Need more trials for k=2 (1): short" in text
     assert "\x1b[" not in text
+    assert all(line == line.rstrip() for line in text.splitlines())
     assert "\x1b[" in render(MIXED, [1], "text", color=True)
 
 
