@@ -134,10 +134,8 @@ class Kube:
             header_params={"Content-Type": content_type, "Accept": "application/json"},
             auth_settings=["BearerToken"],
         )
-        payload = None if body is None else json.dumps(body)
-        resp = self.api.call_api(
-            method, url, header_params=headers, body=payload, _request_timeout=60
-        )
+        # NB: the REST layer serializes `body` itself for every JSON content type
+        resp = self.api.call_api(method, url, header_params=headers, body=body, _request_timeout=60)
         data: bytes = resp.read()  # type: ignore[no-untyped-call]
         if resp.status == 404 and missing_ok:
             return None
@@ -694,11 +692,16 @@ def controller_manager_qps() -> dict[str, Any]:
             argv = cmdline.read_bytes().split(b"\0")
             if not argv or not argv[0].endswith(b"kube-controller-manager"):
                 continue
-            for arg in (a.decode() for a in argv):
-                if arg.startswith("--kube-api-qps="):
-                    qps["kcm_kube_api_qps"] = float(arg.split("=", 1)[1])
-                elif arg.startswith("--kube-api-burst="):
-                    qps["kcm_kube_api_burst"] = int(arg.split("=", 1)[1])
+            args = [a.decode() for a in argv]
+            for flag, key, kind in (
+                ("--kube-api-qps", "kcm_kube_api_qps", float),
+                ("--kube-api-burst", "kcm_kube_api_burst", int),
+            ):
+                for i, arg in enumerate(args):
+                    if arg.startswith(flag + "="):
+                        qps[key] = kind(arg.split("=", 1)[1])
+                    elif arg == flag and i + 1 < len(args):
+                        qps[key] = kind(args[i + 1])
             qps["kcm_flags_read"] = True
     return qps
 
