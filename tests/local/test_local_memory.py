@@ -67,7 +67,7 @@ def _dead_runs_cgroups() -> list[str]:
 
 
 def _run_in_process(
-    tmp_path: Path, script: str, memory: str, *, pool: bool
+    tmp_path: Path, script: str, memory: str, *, pool: bool, placement: Any = None
 ) -> list[dict[str, Any]]:
     """Run a one-slot eval through the Executor directly (pool=False: RSS sampling)."""
     doc = eval_doc(script, tasks=["t"], trials=1, resources={"limits": {"memory": memory}})
@@ -77,7 +77,7 @@ def _run_in_process(
     plan = make_plan(evaluation, evaluation.spec.tasks or [], source="t.yaml", eval_dir=".")
     hierarchy = cgroup.detect() if pool else None
     cgroups = (
-        cgroup.Pool(hierarchy, memory_limit=plan.limits.memory, cpu_limit=None)
+        cgroup.Pool(hierarchy, memory_limit=plan.limits.memory, cpu_limit=None, placement=placement)
         if hierarchy is not None
         else None
     )
@@ -113,3 +113,15 @@ def test_rss_fallback_leaves_small_trials_alone(tmp_path: Path) -> None:
     script = f"{PY} -c 'import time; b = bytearray(2**20); time.sleep(0.3)'"
     (record,) = _run_in_process(tmp_path, script, "512Mi", pool=False)
     assert (record["outcome"], record["reason"]) == ("pass", "exit_code")
+
+
+@needs_cgroup
+def test_wrapper_placement_counts_child_oom(tmp_path: Path) -> None:
+    """The cgroup v2 way in (a sh wrapper joins the cgroup, then execs) also sees the OOM."""
+    script = f"{PY} -c 'bytearray(400 * 2**20)'; exit 0"
+    (record,) = _run_in_process(tmp_path, script, "64Mi", pool=True, placement="wrapper")
+    assert (record["outcome"], record["reason"], record["exit_code"]) == (
+        "infra_error",
+        "oom_killed",
+        0,
+    )
