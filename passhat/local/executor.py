@@ -1,14 +1,15 @@
 """The local executor: runs every pending trial slot of a plan as sandboxed subprocesses.
 
 One loop, one thread, no per-attempt threads and no polling: each running attempt is a
-pidfd in a selector, and the loop sleeps until an attempt ends, a timeout or retry
-backoff falls due, the journal needs its group commit, or a stop is requested. When an
-attempt ends, the whole of it is settled in one place (`_finish`): its process group and
-cgroup are emptied, it is classified (`passhat.trials.classify_exit`), folded into the
-`SlotLedger` (exactly once) and appended to the journal, and a retry is scheduled when
-the retry plan allows one. The loop runs in a thread of its own because with cgroup v1
-the spawning thread steps into the attempt's cgroup (see `passhat.local.cgroup`), which
-the main thread must never do.
+pidfd in an epoll, and the loop sleeps until an attempt ends, a timeout or retry backoff
+falls due, or a stop is requested. Attempts are started by a few spawner threads
+(`passhat.local.spawner`) so that their start-up waits overlap. When an attempt ends, the
+whole of it is settled in one place (`_finish`): its process group and cgroup are
+emptied, it is classified (`passhat.trials.classify_exit`), folded into the `SlotLedger`
+(exactly once) and appended to the journal, and a retry is scheduled when the retry plan
+allows one. The loop does not run on the main thread: with cgroup v1 a spawning thread
+steps into the attempt's cgroup (see `passhat.local.cgroup`), which the main thread must
+never do, and the main thread is left to turn signals into `stop()`.
 
 Stopping (Ctrl-C, SIGTERM) kills the running attempts and records nothing for them:
 they run again on `--resume`, under the same attempt numbers.
@@ -17,6 +18,7 @@ they run again on `--resume`, under the same attempt numbers.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import heapq
 import os
 import re
@@ -54,8 +56,6 @@ def transcript_name(task_id: str) -> str:
     """A directory name for a task's transcripts (ids may hold `/` and worse)."""
     safe = _UNSAFE.sub("_", task_id).lstrip(".") or "_"
     if safe != task_id:
-        import hashlib
-
         safe += "-" + hashlib.sha1(task_id.encode()).hexdigest()[:8]
     return safe[:200]
 
