@@ -25,6 +25,7 @@ IMAGE="${IMAGE:-localhost/passhat/passhat:test}"
 CONTAINERD_ADDRESS="${CONTAINERD_ADDRESS:-$CONTAINERD_SOCK}"
 BASE_DIR="${PASSHAT_CACHE_DIR}/image-base-${BASE_VERSION}"
 HASH_LABEL=dev.passhat.source-hash
+export CONTAINERS_CONF="$REPO_ROOT/hack/image/containers.conf"
 FORCE=0
 [[ "${1:-}" == "--force" ]] && FORCE=1
 
