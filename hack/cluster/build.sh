@@ -87,7 +87,14 @@ main() {
   flock 8 # one build at a time: concurrent builds of one component would clobber each other
   case "${1:-all}" in
     kube) build_kube ;; etcd) build_etcd ;; kwok) build_kwok ;; helm) build_helm ;;
-    all) build_kube; build_etcd; build_kwok; build_helm ;;
+    all)
+      # NB: the small builds run beside the big one: they fill the cores while its
+      # compile queue drains and while it links (linking is mostly single-threaded).
+      build_kube &
+      local kube=$!
+      (PASSHAT_BUILD_JOBS=1 build_etcd && PASSHAT_BUILD_JOBS=1 build_kwok && PASSHAT_BUILD_JOBS=1 build_helm)
+      wait "$kube"
+      ;;
     *) echo "usage: build.sh [kube|etcd|kwok|helm|all]" >&2; exit 2 ;;
   esac
 }
