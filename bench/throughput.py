@@ -43,6 +43,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import urllib3
 import yaml
 
 REPO = Path(__file__).resolve().parents[1]
@@ -134,13 +135,26 @@ class Kube:
             header_params={"Content-Type": content_type, "Accept": "application/json"},
             auth_settings=["BearerToken"],
         )
-        # NB: the REST layer serializes `body` itself for every JSON content type
-        resp = self.api.call_api(method, url, header_params=headers, body=body, _request_timeout=60)
-        data: bytes = resp.read()  # type: ignore[no-untyped-call]
-        if resp.status == 404 and missing_ok:
+        # NB: a shared test cluster's API server may restart under us: retry for a while
+        deadline = time.monotonic() + 180
+        while True:
+            try:
+                # NB: the REST layer serializes `body` itself for every JSON content type
+                resp = self.api.call_api(
+                    method, url, header_params=headers, body=body, _request_timeout=60
+                )
+                data: bytes = resp.read()  # type: ignore[no-untyped-call]
+                status: int = resp.status
+            except (urllib3.exceptions.HTTPError, OSError) as exc:
+                status, data = 0, str(exc).encode()
+            if (status == 0 or status == 429 or status >= 500) and time.monotonic() < deadline:
+                time.sleep(1)
+                continue
+            break
+        if status == 404 and missing_ok:
             return None
-        if resp.status >= 400:
-            raise BenchError(f"{method} {path}: HTTP {resp.status}: {data[:300]!r}")
+        if status == 0 or status >= 400:
+            raise BenchError(f"{method} {path}: HTTP {status}: {data[:300]!r}")
         out: dict[str, Any] = json.loads(data) if data else {}
         return out
 
@@ -358,16 +372,21 @@ class Sandbox:
         with contextlib.suppress(BenchError):
             for ev in list_items(kube, f"{EVAL_API}/namespaces/{ns}/consistencyevals"):
                 kube.delete(f"{EVAL_API}/namespaces/{ns}/consistencyevals/{name_of(ev)}")
-        if self.operator is not None:
+        if (operator := self.operator) is not None:
             # NB: give a live operator the chance to release its own pods first
-            with contextlib.suppress(BenchError):
+            try:
                 wait_for(
                     "the operator to release its pods",
-                    lambda: not list_items(kube, f"/api/v1/namespaces/{ns}/pods"),
+                    lambda: (
+                        not (operator.alive() and list_items(kube, f"/api/v1/namespaces/{ns}/pods"))
+                    ),
                     timeout=min(timeout, 120),
                     interval=2,
                 )
-            self.operator.stop()
+            except BenchError as exc:
+                log(f"teardown: {exc}")
+            finally:
+                operator.stop()
         if self.binding:
             kube.delete(f"/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/{self.binding}")
         kube.delete(f"/api/v1/namespaces/{ns}")
