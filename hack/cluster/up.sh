@@ -58,7 +58,7 @@ start_etcd() {
 }
 
 start_apiserver() {
-  pid_alive kube-apiserver && return
+  pid_alive kube-apiserver && { wait_until "kube-apiserver /readyz" 180 "$LOGS/kube-apiserver.log" api_healthy; return; }
   start_component kube-apiserver "$BIN/kube-apiserver" \
     --etcd-servers http://127.0.0.1:2379 \
     --bind-address 0.0.0.0 --secure-port "$API_PORT" --advertise-address "$NODE_IP" \
@@ -275,7 +275,7 @@ YAML
   fi
   local i
   for ((i = 0; i < KWOK_NODES; i++)); do
-    kc get node "kwok-node-$i" >/dev/null 2>&1 || kwok_node "kwok-node-$i" | kc apply -f - >/dev/null
+    kc get node "kwok-node-$i" >/dev/null 2>&1 || kwok_node "kwok-node-$i" | kc apply --validate=false -f - >/dev/null
   done
 }
 
