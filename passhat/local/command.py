@@ -41,13 +41,15 @@ def add_run_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParse
     parser.add_argument(
         "--out",
         metavar="DIR",
-        help="run directory: trials.jsonl, spec.yaml, transcripts/ "
-        "(default ./passhat-runs/<metadata.name>)",
+        help="run directory: trials.jsonl, spec.yaml, transcripts/ (default: a new "
+        "./passhat-runs/<metadata.name>/<UTC start time> for every run); must not hold a "
+        "run unless --resume",
     )
     parser.add_argument(
         "--resume",
         action="store_true",
-        help="continue the run in --out: run only the attempts trials.jsonl does not have",
+        help="continue the run in --out (default: the latest run of this eval): run only "
+        "the attempts trials.jsonl does not have",
     )
     parser.add_argument(
         "--format", choices=FORMATS, default="text", help="report format on stdout (text)"

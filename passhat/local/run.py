@@ -30,6 +30,7 @@ from passhat.local.executor import Executor
 from passhat.local.journal import Journal, read_journal
 from passhat.local.plan import Plan, make_plan
 from passhat.local.progress import display_for
+from passhat.local.rundir import default_base, latest_run_dir, new_run_dir
 from passhat.local.spawner import TranscriptError
 from passhat.stats import KSummary, summarize_many, tally
 from passhat.trials.ledger import LedgerError, SlotLedger
@@ -101,6 +102,14 @@ def _prepare_out(out: str, eval_path: str, evaluation: ConsistencyEval, resume: 
         raise InputError(
             f"cannot write the run directory: {err.strerror or err}", path=str(where)
         ) from None
+
+
+def _out_dir(options: RunOptions, eval_name: str) -> str:
+    """The run directory: `--out`, else a new one per run (`--resume`: the latest one)."""
+    if options.out:
+        return os.path.abspath(options.out)
+    base = default_base(eval_name)
+    return latest_run_dir(base, eval_name) if options.resume else new_run_dir(base)
 
 
 def _comparable(evaluation: ConsistencyEval) -> dict[str, Any]:
@@ -207,7 +216,7 @@ def run(
         environ=environ,
         capacity=capacity,
     )
-    out = os.path.abspath(options.out or os.path.join("passhat-runs", plan.eval_name))
+    out = _out_dir(options, plan.eval_name)
     _prepare_out(out, eval_path, evaluation, options.resume)
     journal_path = os.path.join(out, JOURNAL)
     records = read_journal(journal_path, repair=True)
@@ -277,6 +286,7 @@ def run(
             f"passhat: gate {verdict}: {gate.metric} at k={gate.k} must be >= {gate.min:g}\n"
         )
     stdout.flush()
+    stderr.write(f"passhat: run directory: {out}\n")
     return EXIT_OK if passed is not False else EXIT_GATE_FAILED
 
 
