@@ -23,7 +23,7 @@ from typing import Any, TextIO
 
 from passhat.api.errors import InputError, SpecError, UsageError
 from passhat.api.load import load_eval, read_local_config_maps, resolve_tasks
-from passhat.api.spec import ConsistencyEval, Gate
+from passhat.api.spec import ConsistencyEval, Gate, template_safety_problems
 from passhat.local import cgroup
 from passhat.local.capacity import Capacity
 from passhat.local.executor import Executor
@@ -221,6 +221,11 @@ def run(
     journal_path = os.path.join(out, JOURNAL)
     records = read_journal(journal_path, repair=True)
     ledger = _rebuild_ledger(plan, records, journal_path)
+    for problem in template_safety_problems(evaluation.spec.trial.template):
+        stderr.write(
+            f"passhat: warning: {eval_path}: {problem} (the operator refuses this without "
+            "--allow-privileged-trials; ignored locally)\n"
+        )
     journal = Journal(journal_path)
     pool = _pool(plan, stderr)
     display = display_for(stderr, plan.eval_name, quiet=options.quiet)
