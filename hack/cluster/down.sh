@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
-# Stops the test cluster and removes its state (etcd data, containers, kubelet dirs,
-# certificates, logs are kept in .cluster/logs only with KEEP_LOGS=1). The build cache
-# (${PASSHAT_CACHE_DIR:-/var/cache/passhat}) is kept.
+# Stops the test cluster and removes its state: etcd data, containers and their mounts,
+# kubelet dirs, certificates, configs, and the logs (KEEP_LOGS=1 keeps .cluster/logs).
+# The build cache (${PASSHAT_CACHE_DIR:-/var/cache/passhat}) and .cluster/bin are kept.
 set -uo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 [[ $(id -u) == 0 ]] || die "down.sh needs root"
+mkdir -p "$CLUSTER_DIR"
+exec 9>"$CLUSTER_DIR/up.lock"
+flock 9
 
 stop_component kwok 10
 stop_component kubelet 20
@@ -26,6 +29,12 @@ if [[ -d "$STATE" || -d "$RUNTIME" ]]; then
   awk -v s="$STATE" -v r="$RUNTIME" '$2 ~ "^"s || $2 ~ "^"r {print $2}' /proc/mounts | sort -r |
     while read -r m; do umount -l "$m" 2>/dev/null || true; done
 fi
+# Pod network namespaces the CRI plugin made (bind mounts under /run/netns).
+for ns in /run/netns/cni-*; do
+  [[ -e $ns ]] || continue
+  umount "$ns" 2>/dev/null || true
+  rm -f "$ns"
+done
 ip link delete passhat0 2>/dev/null || true
 iptables -t nat -S 2>/dev/null | grep -- "-d $SERVICE_IP/32" | sed 's/^-A/-D/' |
   while read -r rule; do eval "iptables -t nat $rule" 2>/dev/null || true; done
