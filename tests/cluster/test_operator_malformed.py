@@ -1,0 +1,342 @@
+"""Malformed ConsistencyEvals: each is refused at admission or gets a ConfigError naming
+the field, no pod is created for it, and a valid eval next to them still completes.
+
+Every resource is created at once (with `kubectl create`, as a user would) against one
+operator; each parametrized test then checks one case, so a single cluster round serves
+them all. A case passes either way the project may enforce it (CRD schema / CEL at
+admission, or the operator's ConfigError); what it pins is that the message names the
+field to fix.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from kubernetes import client
+
+from tests.cluster.operator_helpers import (
+    OperatorProcess,
+    condition,
+    eval_manifest,
+    get_eval,
+    install_crd,
+    trial_pods,
+    wait_for_condition,
+)
+from tests.cluster.surface_helpers import http_get, metrics_port, module_namespace, shutdown
+
+Manifest = dict[str, Any]
+SETTLE_TIMEOUT_S = 420
+
+
+def base(name: str) -> Manifest:
+    """A valid eval on kwok nodes (2 tasks x 2 trials) to break one field of."""
+    manifest = eval_manifest(name, tasks=2, trials=2, parallelism=4, ks=[1, 2], scripted=False)
+    manifest["spec"]["retry"] = {"infraErrors": 1, "backoffSeconds": 0}
+    return manifest
+
+
+def container(m: Manifest) -> dict[str, Any]:
+    """The first container of a manifest's template."""
+    first: dict[str, Any] = m["spec"]["trial"]["template"]["spec"]["containers"][0]
+    return first
+
+
+def pod_spec(m: Manifest) -> dict[str, Any]:
+    """The template's pod spec."""
+    spec: dict[str, Any] = m["spec"]["trial"]["template"]["spec"]
+    return spec
+
+
+def security(m: Manifest) -> dict[str, Any]:
+    """The first container's securityContext (created empty)."""
+    ctx: dict[str, Any] = container(m).setdefault("securityContext", {})
+    return ctx
+
+
+def tasks_from(m: Manifest, config_map: str, key: str | None = None) -> None:
+    """Replace the inline tasks by a ConfigMap reference."""
+    del m["spec"]["tasks"]
+    ref = {"configMap": config_map}
+    if key is not None:
+        ref["key"] = key
+    m["spec"]["tasksFrom"] = [ref]
+
+
+@dataclass(frozen=True)
+class Case:
+    """One malformed eval: how to break the base manifest and what the error must name."""
+
+    name: str
+    breaks: Callable[[Manifest], None]
+    names: str  # a regex the admission error or the ConfigError message must match
+    config_maps: dict[str, dict[str, str]] = field(default_factory=dict)
+
+
+def _set(path: str, value: Any) -> Callable[[Manifest], None]:
+    def apply(m: Manifest) -> None:
+        *parents, last = path.split(".")
+        node = m["spec"]
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[last] = value
+
+    return apply
+
+
+def _tasks(n: int) -> Callable[[Manifest], None]:
+    def apply(m: Manifest) -> None:
+        m["spec"]["tasks"] = [{"id": f"t{i}"} for i in range(n)]
+
+    return apply
+
+
+def _with(fn: Callable[[Manifest], Any]) -> Callable[[Manifest], None]:
+    def apply(m: Manifest) -> None:
+        fn(m)
+
+    return apply
+
+
+CASES = [
+    Case("k-zero", _set("ks", [0, 1]), r"\bks\b"),
+    Case("k-above-trials", _set("ks", [1, 5]), r"\bks\b"),
+    Case("k-twice", _set("ks", [1, 1]), r"\bks\b"),
+    Case("trials-zero", _set("trials", 0), r"\btrials\b"),
+    Case("parallelism-zero", _set("parallelism", 0), r"\bparallelism\b"),
+    Case("no-tasks-at-all", _with(lambda m: m["spec"].pop("tasks")), r"\btasks"),
+    Case(
+        "tasks-and-tasks-from",
+        _set("tasksFrom", [{"configMap": "suite"}]),
+        r"\btasks",
+    ),
+    Case(
+        "duplicate-task-ids",
+        _set("tasks", [{"id": "same"}, {"id": "same"}]),
+        r"\btasks\b|duplicate",
+    ),
+    Case("missing-containers", _with(lambda m: pod_spec(m).pop("containers")), r"containers"),
+    Case("empty-containers", _with(lambda m: pod_spec(m).update(containers=[])), r"containers"),
+    Case("container-without-name", _with(lambda m: container(m).pop("name")), r"\bname\b"),
+    Case(
+        "privileged",
+        _with(lambda m: security(m).update(privileged=True)),
+        r"\bprivileged\b",
+    ),
+    Case(
+        "privilege-escalation",
+        _with(lambda m: security(m).update(allowPrivilegeEscalation=True)),
+        r"allowPrivilegeEscalation",
+    ),
+    Case(
+        "added-capabilities",
+        _with(lambda m: security(m).update(capabilities={"add": ["NET_ADMIN"]})),
+        r"capabilities",
+    ),
+    Case("host-network", _with(lambda m: pod_spec(m).update(hostNetwork=True)), r"hostNetwork"),
+    Case("host-pid", _with(lambda m: pod_spec(m).update(hostPID=True)), r"hostPID"),
+    Case(
+        "host-path-volume",
+        _with(lambda m: pod_spec(m).update(volumes=[{"name": "root", "hostPath": {"path": "/"}}])),
+        r"hostPath",
+    ),
+    Case(
+        "host-port",
+        _with(lambda m: container(m).update(ports=[{"containerPort": 80, "hostPort": 8080}])),
+        r"hostPort",
+    ),
+    Case("unknown-spec-field", _set("bogusField", 1), r"bogusField"),
+    Case(
+        "bad-quantity",
+        _with(lambda m: container(m).update(resources={"requests": {"memory": "lots"}})),
+        r"memory|requests",
+    ),
+    Case(
+        "request-above-limit",
+        _with(
+            lambda m: container(m).update(
+                resources={"requests": {"memory": "2Gi"}, "limits": {"memory": "1Gi"}}
+            )
+        ),
+        r"memory|requests|limit",
+    ),
+    Case("missing-image", _with(lambda m: container(m).pop("image")), r"\bimage\b"),
+    Case(
+        "missing-config-map",
+        _with(lambda m: tasks_from(m, "no-such-suite")),
+        r"configMap|no-such-suite",
+    ),
+    Case(
+        "config-map-bad-yaml",
+        _with(lambda m: tasks_from(m, "bad-yaml-suite", "tasks")),
+        r"tasksFrom|bad-yaml-suite",
+        config_maps={"bad-yaml-suite": {"tasks": "- id: a\n  params: {unclosed: [1, 2\n"}},
+    ),
+    Case("huge-inline-task-list", _tasks(10_001), r"spec\.tasks|\btasks\b"),
+    Case(
+        "too-many-trial-slots",
+        _with(lambda m: (_tasks(201)(m), _set("trials", 1000)(m))),
+        r"trial slots|\btasks\b|\btrials\b",
+    ),
+    Case("gate-k-above-trials", _set("gate", {"metric": "passHatK", "k": 3, "min": 0.5}), "gate"),
+    Case("gate-min-above-one", _set("gate", {"metric": "passHatK", "k": 1, "min": 1.5}), r"min"),
+    Case("gate-unknown-metric", _set("gate", {"metric": "vibes", "k": 1, "min": 0.5}), r"metric"),
+    Case("negative-timeout", _set("trial.timeoutSeconds", -5), r"timeoutSeconds"),
+    Case("timeout-is-unknown", _set("trial.timeoutIs", "shrug"), r"timeoutIs"),
+    Case(
+        "exit-code-in-pass-and-fail",
+        _set("grading", {"exitCodes": {"pass": [0], "fail": [0, 1]}}),
+        r"exitCodes|\bfail\b",
+    ),
+    Case(
+        "exit-code-out-of-range",
+        _set("grading", {"exitCodes": {"infraError": [75, 300]}}),
+        r"exitCodes|infraError",
+    ),
+    Case("negative-retries", _set("retry.infraErrors", -1), r"infraErrors"),
+]
+
+
+@dataclass
+class Created:
+    """What happened to one case: refused (kubectl's error) or admitted (final object)."""
+
+    refused: str | None = None
+    body: dict[str, Any] | None = None
+
+
+@dataclass
+class Run:
+    """The whole module's cluster round."""
+
+    namespace: str
+    operator: OperatorProcess
+    results: dict[str, Created]
+    valid: dict[str, Any]
+
+
+def kubectl_create(cluster: Any, namespace: str, manifest: Manifest) -> str | None:
+    """`kubectl create -f -` as a user would; None on success, else kubectl's error text."""
+    proc = subprocess.run(
+        [str(cluster.bin / "kubectl"), "create", "-n", namespace, "-f", "-"],
+        input=yaml.safe_dump(manifest, sort_keys=False),
+        capture_output=True,
+        text=True,
+        env=cluster.env(),
+        timeout=300,
+        check=False,
+    )
+    return None if proc.returncode == 0 else (proc.stderr.strip() or proc.stdout.strip())
+
+
+def settled(api: client.ApiClient, namespace: str, name: str) -> dict[str, Any] | None:
+    """The eval once it carries a ConfigError (or is complete: the case went unnoticed)."""
+    body = get_eval(api, namespace, name)
+    if condition(body, "ConfigError") == "True" or condition(body, "Complete") == "True":
+        return body
+    return None
+
+
+@pytest.fixture(scope="module")
+def run(
+    cluster: Any,
+    kubectl: Callable[..., str],
+    api_client: client.ApiClient,
+    core_v1: client.CoreV1Api,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[Run]:
+    """Create every case and a valid eval under one operator; wait until all settle."""
+    install_crd(kubectl)
+    log_dir: Path = tmp_path_factory.mktemp("malformed")
+    with module_namespace(core_v1, "malformed") as namespace:
+        operator = OperatorProcess(
+            kubeconfig=cluster.kubeconfig,
+            namespaces=[namespace],
+            log_path=log_dir / "operator.log",
+            extra_args=["--set", "resync_interval_s=2", "--set", "image_error_grace_s=10"],
+        )
+        operator.start()
+        try:
+            for case in CASES:
+                for cm_name, data in case.config_maps.items():
+                    core_v1.create_namespaced_config_map(
+                        namespace, {"metadata": {"name": cm_name}, "data": data}
+                    )
+            results: dict[str, Created] = {}
+            for case in CASES:
+                manifest = base(case.name)
+                case.breaks(manifest)
+                results[case.name] = Created(refused=kubectl_create(cluster, namespace, manifest))
+            assert kubectl_create(cluster, namespace, base("valid")) is None
+            valid = wait_for_condition(
+                api_client,
+                namespace,
+                "valid",
+                "Complete",
+                timeout=SETTLE_TIMEOUT_S,
+                operator=operator,
+            )
+            deadline = time.monotonic() + SETTLE_TIMEOUT_S
+            for name, created in results.items():
+                if created.refused is not None:
+                    continue
+                while (body := settled(api_client, namespace, name)) is None:
+                    operator.assert_running()
+                    if time.monotonic() > deadline:
+                        pytest.fail(
+                            f"{name}: admitted but never got a ConfigError\n{operator.log_tail()}"
+                        )
+                    time.sleep(1.0)
+                created.body = body
+            yield Run(namespace, operator, results, valid)
+        finally:
+            shutdown(operator, kubectl, namespace)
+
+
+@pytest.mark.parametrize("case", CASES, ids=[case.name for case in CASES])
+def test_malformed_eval_is_refused_naming_the_field(
+    run: Run, core_v1: client.CoreV1Api, case: Case
+) -> None:
+    """Refused at admission, or ConfigError=True with the field in its message; no pods."""
+    created = run.results[case.name]
+    if created.refused is not None:
+        print(f"refused at admission: {created.refused}")
+        assert re.search(case.names, created.refused), created.refused
+        return
+    body = created.body
+    assert body is not None
+    conditions = {c["type"]: c for c in body["status"].get("conditions") or []}
+    assert "ConfigError" in conditions, f"admitted and ran: {body['status']}"
+    message = conditions["ConfigError"]["message"]
+    print(f"ConfigError: {message}")
+    assert re.search(case.names, message), message
+    assert conditions["ConfigError"]["reason"]
+    uid = body["metadata"]["uid"]
+    pods = [
+        p
+        for p in trial_pods(core_v1, run.namespace)
+        if p["metadata"]["labels"].get("passhat.dev/eval-uid") == uid
+    ]
+    assert pods == [], [p["metadata"]["name"] for p in pods]
+
+
+def test_valid_eval_beside_them_completes(run: Run) -> None:
+    """The valid eval completed with every trial passed; the operator is alive and healthy."""
+    status = run.valid["status"]
+    assert status["progress"]["done"] == 4
+    assert [row["meanPassRate"] for row in status["summary"]["byK"]] == [1.0, 1.0]
+    run.operator.assert_running()
+    assert http_get(metrics_port(run.operator), "/healthz") == (200, "ok")
+
+
+def test_at_least_twenty_cases() -> None:
+    """The suite keeps covering at least 20 distinct malformed resources."""
+    assert len({case.name for case in CASES}) == len(CASES) >= 20
