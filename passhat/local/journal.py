@@ -24,15 +24,21 @@ from typing import Any
 
 from passhat.api.errors import InputError
 
-__all__ = ["FIELDS", "SYNC_INTERVAL", "Journal", "read_journal"]
+__all__ = ["FIELDS", "SYNC_INTERVAL", "Journal", "read_journal", "read_numbered_journal"]
 
 FIELDS = ("task_id", "trial", "attempt", "outcome", "reason", "exit_code", "duration_s", "final")
 SYNC_INTERVAL = 0.05
 
 
 def read_journal(path: str, *, repair: bool = False) -> list[dict[str, Any]]:
-    """The records in the journal at `path` (missing file: none).
+    """The records in the journal at `path` (missing file: none); see read_numbered_journal."""
+    return [record for _, record in read_numbered_journal(path, repair=repair)]
 
+
+def read_numbered_journal(path: str, *, repair: bool = False) -> list[tuple[int, dict[str, Any]]]:
+    """The records in the journal at `path` with their 1-based line numbers in the file.
+
+    Blank lines are skipped (and counted, so a later error names the line an editor shows).
     A last line without its newline, or that is not a JSON object, is torn: it is dropped
     and, with `repair`, cut off the file. A bad line anywhere else is an InputError.
     """
@@ -44,7 +50,7 @@ def read_journal(path: str, *, repair: bool = False) -> list[dict[str, Any]]:
     except OSError as err:
         raise InputError(f"cannot read: {err.strerror or err}", path=path) from None
     *complete, tail = data.split(b"\n")
-    records: list[dict[str, Any]] = []
+    records: list[tuple[int, dict[str, Any]]] = []
     good_end = 0
     torn = bool(tail)
     for number, line in enumerate(complete, start=1):
@@ -59,7 +65,7 @@ def read_journal(path: str, *, repair: bool = False) -> list[dict[str, Any]]:
             torn = True
             break
         if record:
-            records.append(record)
+            records.append((number, record))
         good_end += len(line) + 1
     if torn and repair:
         with open(path, "r+b") as handle:

@@ -27,7 +27,7 @@ from passhat.api.spec import ConsistencyEval, Gate, template_safety_problems
 from passhat.local import cgroup
 from passhat.local.capacity import Capacity
 from passhat.local.executor import Executor
-from passhat.local.journal import Journal, read_journal
+from passhat.local.journal import Journal, read_numbered_journal
 from passhat.local.plan import Plan, make_plan
 from passhat.local.progress import display_for
 from passhat.local.rundir import default_base, latest_run_dir, new_run_dir
@@ -118,10 +118,13 @@ def _comparable(evaluation: ConsistencyEval) -> dict[str, Any]:
     return {"name": data["metadata"]["name"], "spec": data["spec"]}
 
 
-def _rebuild_ledger(plan: Plan, records: list[dict[str, Any]], journal_path: str) -> SlotLedger:
+def _rebuild_ledger(
+    plan: Plan, numbered: Sequence[tuple[int, dict[str, Any]]], journal_path: str
+) -> SlotLedger:
+    """The ledger of the journal's records; a record that does not fit names its file line."""
     ledger = SlotLedger(len(plan.task_ids), plan.trials)
     index = {task_id: i for i, task_id in enumerate(plan.task_ids)}
-    for number, record in enumerate(records, start=1):
+    for number, record in numbered:
         task = index.get(record["task_id"])
         try:
             if task is None:
@@ -219,8 +222,9 @@ def run(
     out = _out_dir(options, plan.eval_name)
     _prepare_out(out, eval_path, evaluation, options.resume)
     journal_path = os.path.join(out, JOURNAL)
-    records = read_journal(journal_path, repair=True)
-    ledger = _rebuild_ledger(plan, records, journal_path)
+    numbered = read_numbered_journal(journal_path, repair=True)
+    ledger = _rebuild_ledger(plan, numbered, journal_path)
+    records = [record for _, record in numbered]
     for problem in template_safety_problems(evaluation.spec.trial.template):
         stderr.write(
             f"passhat: warning: {eval_path}: {problem} (the operator refuses this without "

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from passhat.api.errors import InputError
-from passhat.local.journal import FIELDS, Journal, read_journal
+from passhat.local.journal import FIELDS, Journal, read_journal, read_numbered_journal
 
 
 def _record(trial: int) -> dict[str, object]:
@@ -63,3 +63,12 @@ def test_garbage_in_the_middle_is_an_input_error(tmp_path: Path) -> None:
 def test_missing_journal_is_empty(tmp_path: Path) -> None:
     """No journal yet means no records."""
     assert read_journal(str(tmp_path / "none.jsonl")) == []
+
+
+def test_records_carry_their_file_line_numbers(tmp_path: Path) -> None:
+    """Blank lines are skipped but counted: each record keeps the line number of the file."""
+    path = tmp_path / "trials.jsonl"
+    lines = [json.dumps(_record(0)), "", "  ", json.dumps(_record(1)), "", json.dumps(_record(2))]
+    path.write_text("\n".join(lines) + "\n")
+    numbered = read_numbered_journal(str(path))
+    assert [(number, record["trial"]) for number, record in numbered] == [(1, 0), (4, 1), (6, 2)]
