@@ -83,6 +83,8 @@ def test_audit_log_records_writes_with_user_agent(
 ) -> None:
     """Every API write lands in .cluster/logs/audit.log with its user agent."""
     agent = f"passhat-audit-test/{uuid.uuid4().hex[:8]}"
+    audit = cluster.logs / "audit.log"
+    offset = audit.stat().st_size if audit.exists() else 0
     api_client.user_agent = agent
     try:
         client.CoreV1Api(api_client).create_namespaced_config_map(
@@ -90,13 +92,15 @@ def test_audit_log_records_writes_with_user_agent(
         )
     finally:
         api_client.user_agent = "OpenAPI-Generator/python"
-    audit = cluster.logs / "audit.log"
 
     def found() -> dict[str, Any] | None:
-        for line in audit.read_text().splitlines()[-5000:]:
-            if agent in line:
-                event: dict[str, Any] = json.loads(line)
-                return event
+        with audit.open("rb") as f:
+            # NB: read only what was appended (from the start if the log was rotated).
+            f.seek(offset if f.seek(0, 2) >= offset else 0)
+            for line in f:
+                if agent.encode() in line:
+                    event: dict[str, Any] = json.loads(line)
+                    return event
         return None
 
     event = wait_for(found, 60, "the audit event of the configmap create")
