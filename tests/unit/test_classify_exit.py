@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from passhat.api.spec import ExitCodes, Grading
 from passhat.trials import Outcome, Verdict, classify_exit
@@ -69,3 +71,33 @@ def test_table_rows_are_named_and_unique() -> None:
     names = [rule.name for rule in EXIT_RULES]
     assert len(names) == len(set(names))
     assert names[0] == "oom_killed" and names[-1] == "other_exit"
+
+
+@settings(max_examples=300, deadline=None, derandomize=True)
+@given(
+    exit_code=st.none() | st.integers(-64, 255),
+    result=st.none() | st.sampled_from(["pass", "fail", "infra_error"]),
+    oom_killed=st.booleans(),
+    timed_out=st.booleans(),
+    timeout_is=st.sampled_from(["infra_error", "fail"]),
+)
+def test_invariants(
+    exit_code: int | None, result: str | None, oom_killed: bool, timed_out: bool, timeout_is: Any
+) -> None:
+    """OOM always wins; else a result decides; a pass only ever comes from a result or code 0."""
+    found = classify_exit(
+        exit_code=exit_code,
+        grading=GRADING,
+        result=None if result is None else {"outcome": result},
+        oom_killed=oom_killed,
+        timed_out=timed_out,
+        timeout_is=timeout_is,
+    )
+    if oom_killed:
+        assert (found.outcome, found.reason) == (INFRA, "oom_killed")
+    elif result is not None:
+        assert found.outcome == Outcome(result)
+    elif timed_out:
+        assert found.reason == "timeout"
+    if found.outcome is PASS:
+        assert result == "pass" or (exit_code == 0 and not timed_out and not oom_killed)
