@@ -10,9 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Generic, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 
-from passhat.api.spec import Grading
 from passhat.trials.outcomes import (
     EXIT_CODE,
     LOST,
@@ -24,6 +23,10 @@ from passhat.trials.outcomes import (
     Verdict,
     exit_reason,
 )
+
+if TYPE_CHECKING:
+    # NB: annotations only; importing the pydantic models costs `passhat trial` ~0.3 s
+    from passhat.api.spec import Grading
 
 __all__ = ["EXIT_RULES", "ExitFacts", "Rule", "TimeoutIs", "classify_exit", "normalize_exit_code"]
 
