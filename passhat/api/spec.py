@@ -436,7 +436,7 @@ def _resource_problems(resources: Any, at: Path) -> list[tuple[Path, str]]:
     return problems
 
 
-_HOST_NAMESPACES = ("hostNetwork", "hostPID", "hostIPC", "hostUsers")
+_HOST_NAMESPACES = ("hostNetwork", "hostPID", "hostIPC")
 
 
 def template_safety_problems(template: Mapping[str, Any]) -> list[str]:
@@ -444,7 +444,8 @@ def template_safety_problems(template: Mapping[str, Any]) -> list[str]:
 
     Refused: privileged containers, privilege escalation turned on, added capabilities,
     host namespaces (network, PID, IPC), hostPath volumes and host ports. Each problem is
-    one line naming the field, e.g. `spec.containers[0].securityContext.privileged: ...`.
+    one line naming the field, e.g.
+    `spec.trial.template.spec.containers[0].securityContext.privileged: ...`.
     The operator refuses such templates unless it runs with an explicit opt-in.
     """
     spec = template.get("spec")
@@ -453,11 +454,7 @@ def template_safety_problems(template: Mapping[str, Any]) -> list[str]:
     problems: list[str] = []
     base = "spec.trial.template.spec"
     for key in _HOST_NAMESPACES:
-        value = spec.get(key)
-        if key == "hostUsers":
-            # NB: hostUsers=false is the safe setting (user namespaces); true is the default.
-            continue
-        if value is True:
+        if spec.get(key) is True:
             problems.append(f"{base}.{key}: host namespaces are not allowed")
     for index, volume in enumerate(_objects(spec.get("volumes"))):
         if "hostPath" in volume:
