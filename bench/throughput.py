@@ -272,11 +272,14 @@ class AuditWindow:
 class OperatorProcess:
     """`passhat operator --namespace NS` as a child process, with its CPU and peak RSS."""
 
-    def __init__(self, *, namespace: str, kubeconfig: Path, log_path: Path) -> None:
+    def __init__(
+        self, *, namespace: str, kubeconfig: Path, log_path: Path, settings: list[str]
+    ) -> None:
         env = {**os.environ, "KUBECONFIG": str(kubeconfig), "PYTHONUNBUFFERED": "1"}
         cmd = [
             *OPERATOR_CMD,
             *("operator", "--namespace", namespace, "--metrics-port", "0"),
+            *(arg for setting in settings for arg in ("--set", setting)),
         ]
         self.log_path = log_path
         self._log = log_path.open("wb")
@@ -326,9 +329,12 @@ class Sandbox:
     workdir: Path
     binding: str | None = None
     operator: OperatorProcess | None = None
+    operator_settings: list[str] = field(default_factory=list)
 
     @classmethod
-    def create(cls, kube: Kube, side: str, workdir: Path) -> Sandbox:
+    def create(
+        cls, kube: Kube, side: str, workdir: Path, operator_settings: list[str] | None = None
+    ) -> Sandbox:
         name = f"{NS_PREFIX}{side}-{secrets.token_hex(3)}"
         kube.create("/api/v1/namespaces", {"metadata": {"name": name}})
         wait_for(
@@ -336,7 +342,7 @@ class Sandbox:
             lambda: kube.get(f"/api/v1/namespaces/{name}/serviceaccounts/default") is not None,
             timeout=60,
         )
-        return cls(kube, name, workdir)
+        return cls(kube, name, workdir, operator_settings=list(operator_settings or []))
 
     def start_operator(self) -> OperatorProcess:
         """Run the operator for this namespace with a service-account identity of its own."""
@@ -362,7 +368,10 @@ class Sandbox:
         kubeconfig = self.workdir / f"{ns}.kubeconfig"
         kubeconfig.write_text(yaml.safe_dump(token_kubeconfig(kube, token)))
         self.operator = OperatorProcess(
-            namespace=ns, kubeconfig=kubeconfig, log_path=self.workdir / f"{ns}.operator.log"
+            namespace=ns,
+            kubeconfig=kubeconfig,
+            log_path=self.workdir / f"{ns}.operator.log",
+            settings=self.operator_settings,
         )
         return self.operator
 
@@ -639,10 +648,12 @@ def json_size(obj: Any) -> int:
 
 
 def run_scale(
-    kube: Kube, workdir: Path, *, tasks: int, parallelism: int, timeout: float
+    kube: Kube, workdir: Path, args: argparse.Namespace, *, timeout: float
 ) -> dict[str, Any]:
     """Keep `tasks` x 10 trial pods in flight; the operator's RSS and the status size then."""
-    box = Sandbox.create(kube, "scale", workdir)
+    tasks: int = args.scale_tasks
+    parallelism = tasks * TASK_TRIALS
+    box = Sandbox.create(kube, "scale", workdir, args.operator_set)
     try:
         operator = box.start_operator()
         evals = f"{EVAL_API}/namespaces/{box.namespace}/consistencyevals"
@@ -740,6 +751,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--kubeconfig", type=Path, default=DEFAULT_KUBECONFIG)
     p.add_argument("--audit-log", type=Path, default=DEFAULT_AUDIT_LOG)
     p.add_argument("--keep-logs", type=Path, help="copy operator logs into this directory")
+    p.add_argument(
+        "--operator-set",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="passed to `passhat operator --set` (tuning experiments; repeatable)",
+    )
     args = p.parse_args(argv)
     if args.smoke:
         args.trials, args.parallelism, args.runs, args.duration_s = 20, 10, 1, 1.0
@@ -757,7 +775,9 @@ def one_run(
     sides: dict[str, SideResult] = {}
     order = ["operator", "job"] if i % 2 == 0 else ["job", "operator"]
     for side in order:
-        box = Sandbox.create(kube, "op" if side == "operator" else "job", workdir)
+        box = Sandbox.create(
+            kube, "op" if side == "operator" else "job", workdir, args.operator_set
+        )
         try:
             runner = run_operator if side == "operator" else run_job
             log(f"run {i + 1}: {side} side in {box.namespace}")
@@ -822,9 +842,7 @@ def measure(kube: Kube, args: argparse.Namespace, workdir: Path) -> dict[str, An
     if args.scale:
         pods = args.scale_tasks * TASK_TRIALS
         result = {"trials": pods, "parallelism": pods}
-        return result | run_scale(
-            kube, workdir, tasks=args.scale_tasks, parallelism=pods, timeout=3600
-        )
+        return result | run_scale(kube, workdir, args, timeout=3600)
     runs = [one_run(kube, args.audit_log, workdir, args, i) for i in range(args.runs)]
     result = {"trials": args.trials, "parallelism": args.parallelism}
     for key in (
