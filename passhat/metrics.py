@@ -288,8 +288,8 @@ def observe_status(
     """Set an eval's gauges from its `status` as written to the resource (camelCase keys).
 
     Reads `summary.byK[]` (k, tasksScored, meanPassRate, passAtK, passHatK),
-    `summary.infraErrorRate`, the flaky count (`summary.flakyCount` when present, else the
-    length of `flaky`), `gate.passed` and `progress.running`. Missing parts leave their
+    `summary.infraErrorRate`, the flaky count (`flakyCount` when present, else the length
+    of the capped `flaky` list), `gate.passed` and `progress.running`. Missing parts leave their
     series absent; a malformed status never raises (metrics must not break a reconcile).
     """
     summary = status.get("summary") or {}
@@ -315,7 +315,7 @@ def observe_status(
         metrics.infra_error_ratio.labels(namespace, eval_name).set(
             _number(summary.get("infraErrorRate"))
         )
-    flaky_count: Any = summary.get("flakyCount") if isinstance(summary, Mapping) else None
+    flaky_count: Any = status.get("flakyCount")
     flaky = status.get("flaky")
     if flaky_count is None and isinstance(flaky, list):
         flaky_count = len(flaky)

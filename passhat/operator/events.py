@@ -104,7 +104,7 @@ def completed(status: Mapping[str, Any]) -> Event:
     parts += [f"pass^{row.get('k')}={_fmt(row.get('passHatK'))}" for row in by_k]
     flaky = status.get("flaky")
     if isinstance(flaky, list):
-        parts.append(f"{summary.get('flakyCount', len(flaky))} flaky")
+        parts.append(f"{status.get('flakyCount', len(flaky))} flaky")
     rate = summary.get("infraErrorRate")
     if isinstance(rate, int | float):
         parts.append(f"infra errors {100 * rate:.1f}%")

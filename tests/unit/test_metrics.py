@@ -105,9 +105,9 @@ def test_observe_status_sets_every_gauge(fresh: tuple[CollectorRegistry, metrics
 
 
 def test_flaky_count_beats_capped_list(fresh: tuple[CollectorRegistry, metrics.Metrics]) -> None:
-    """summary.flakyCount, when present, wins over the length of the capped flaky list."""
+    """status.flakyCount, when present, wins over the length of the capped flaky list."""
     registry, m = fresh
-    status = {**STATUS, "summary": {**STATUS["summary"], "flakyCount": 250}}
+    status = {**STATUS, "flakyCount": 250}
     metrics.observe_status("ns1", "ev", status, metrics=m)
     assert of_eval(registry, "ns1", "ev")["passhat_flaky_tasks{}"] == 250
 

@@ -39,7 +39,8 @@ def test_completed_event_carries_headline_numbers() -> None:
             ],
             "infraErrorRate": 0.05,
         },
-        "flaky": ["a", "b"],
+        "flaky": ["a"],
+        "flakyCount": 2,
     }
     ev = events.completed(status)
     assert (ev.type, ev.reason) == ("Normal", "Completed")
