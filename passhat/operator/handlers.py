@@ -1,12 +1,13 @@
 """The kopf wiring: one daemon per ConsistencyEval, pod events that only wake it.
 
-kopf gives the operator its watch streams and one long-lived daemon per eval; everything
-that decides an outcome lives in `loop.EvalLoop`. The daemon is the eval's only writer: it
-runs a pass (in a thread: the API calls block), then sleeps until a pod of that eval
-changes, the resync interval passes, or the eval goes away. Pod events carry no data into
-the loop; they only set the eval's wake-up event, so a missed or duplicated event cannot
-change what is counted. Deleting an eval releases its pods' finalizers (`on.delete`), so
-garbage collection can remove them.
+kopf gives the operator the eval watch stream and one long-lived daemon per eval;
+everything that decides an outcome lives in `loop.EvalLoop`. The daemon is the eval's only
+writer: it runs a pass (in a thread: the API calls block), then sleeps until a pod of that
+eval changes, the resync interval passes, or the eval goes away. Pod events (a raw watch
+per namespace, `podwatch.PodWatcher`, cheaper than kopf's per-object handling) carry no
+data into the loop; they only set the eval's wake-up event, so a missed or duplicated
+event cannot change what is counted. Deleting an eval releases its pods' finalizers
+(`on.delete`), so garbage collection can remove them.
 
 kopf keeps its own bookkeeping in `passhat.dev/` annotations and never writes `status`,
 which belongs to the loop. `configure()` must be called before kopf starts (the
@@ -33,7 +34,8 @@ from passhat.operator import events
 from passhat.operator.config import OperatorConfig
 from passhat.operator.kube import PLURAL, EvalApi, Kube, load_client_config
 from passhat.operator.loop import EvalLoop, PassState, Recorded
-from passhat.operator.pods import FINALIZER, LABEL_EVAL_UID, EvalRef
+from passhat.operator.pods import EvalRef
+from passhat.operator.podwatch import PodWatcher
 
 __all__ = ["EVAL_FINALIZER", "OperatorRuntime", "configure", "runtime"]
 
@@ -52,7 +54,8 @@ class OperatorRuntime:
         self.kubeconfig: str | None = None
         self._api: EvalApi | None = None
         self._passes: ThreadPoolExecutor | None = None
-        self.wakers: dict[str, asyncio.Event] = {}
+        self._watcher: PodWatcher | None = None
+        self.wakers: dict[str, tuple[asyncio.AbstractEventLoop, asyncio.Event]] = {}
         self._locks: dict[str, threading.Lock] = {}
         self._locks_guard = threading.Lock()
 
@@ -66,6 +69,27 @@ class OperatorRuntime:
     def set_api(self, api: EvalApi) -> None:
         """Use `api` instead of a real API server (tests)."""
         self._api = api
+
+    @property
+    def watcher(self) -> PodWatcher:
+        """The per-namespace pod watches that wake the daemons."""
+        if self._watcher is None:
+            self._watcher = PodWatcher(
+                self.api.watch_pods, wake=self.wake, on_orphan=_release_orphan
+            )
+        return self._watcher
+
+    def wake(self, uid: str) -> bool:
+        """Wake the daemon of eval `uid` (from any thread); False when it has none."""
+        entry = self.wakers.get(uid)
+        if entry is None:
+            return False
+        loop, event = entry
+        try:
+            loop.call_soon_threadsafe(event.set)
+        except RuntimeError:  # NB: the loop closed: the operator is exiting
+            return False
+        return True
 
     def lock(self, uid: str) -> threading.Lock:
         """The lock a pass and the deletion handler of one eval both hold."""
@@ -98,14 +122,12 @@ def configure(config: OperatorConfig, *, kubeconfig: str | None = None) -> None:
 
 @kopf.on.startup()
 def _settings(settings: kopf.OperatorSettings, **_: Any) -> None:
-    """kopf stores its state in passhat.dev annotations and watches only trial pods."""
+    """kopf stores its state in passhat.dev annotations, never in status."""
     settings.persistence.finalizer = EVAL_FINALIZER
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=GROUP)
     settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
         prefix=GROUP, key="last-handled-configuration"
     )
-    # NB: server-side filter: the operator never receives events of other pods.
-    settings.watching.label_selectors["v1", "pods"] = LABEL_EVAL_UID
     # Handler successes are not worth an API write each; our own Events say what matters.
     settings.posting.level = logging.WARNING
     settings.execution.max_workers = 16
@@ -136,7 +158,9 @@ async def run_eval(
     """The eval's only writer: run passes until it is finished, deleted or stopped."""
     ref = _ref(meta)
     config = runtime.config
-    wake = runtime.wakers.setdefault(ref.uid, asyncio.Event())
+    wake = asyncio.Event()
+    runtime.wakers[ref.uid] = (asyncio.get_running_loop(), wake)
+    runtime.watcher.ensure(ref.namespace)
     loop = EvalLoop(
         runtime.api,
         ref,
@@ -175,7 +199,7 @@ async def run_eval(
             if rest > 0 and not stopped:
                 await asyncio.sleep(rest)
     finally:
-        if runtime.wakers.get(ref.uid) is wake:
+        if runtime.wakers.get(ref.uid, (None, None))[1] is wake:
             runtime.wakers.pop(ref.uid, None)
 
 
@@ -197,9 +221,7 @@ async def _sleep(
 def release_on_delete(meta: kopf.Meta, logger: kopf.Logger, **_: Any) -> None:
     """Release the finalizers of a deleted eval's pods (garbage collection removes them)."""
     ref = _ref(meta)
-    waker = runtime.wakers.get(ref.uid)
-    if waker is not None:
-        waker.set()
+    runtime.wake(ref.uid)
     with runtime.lock(ref.uid):
         pods = runtime.api.list_pods(ref.namespace, ref.uid)
         if pods:
@@ -208,18 +230,6 @@ def release_on_delete(meta: kopf.Meta, logger: kopf.Logger, **_: Any) -> None:
     metrics.forget_eval(ref.namespace, ref.name)
     events.RETRY_LIMITER.forget(ref.namespace, ref.name)
     runtime.forget(ref.uid)
-
-
-@kopf.on.event("", "v1", "pods", labels={LABEL_EVAL_UID: kopf.PRESENT})
-async def wake_eval(labels: kopf.Labels, meta: kopf.Meta, namespace: str | None, **_: Any) -> None:
-    """A trial pod changed: wake its eval's daemon (the pass reads everything itself)."""
-    uid = labels.get(LABEL_EVAL_UID, "")
-    waker = runtime.wakers.get(uid)
-    if waker is not None:
-        waker.set()
-        return
-    if meta.get("deletionTimestamp") and FINALIZER in (meta.get("finalizers") or []):
-        await runtime.in_thread(lambda: _release_orphan(namespace or "", meta, uid))
 
 
 def _release_orphan(namespace: str, meta: Mapping[str, Any], uid: str) -> None:

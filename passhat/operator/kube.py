@@ -68,14 +68,29 @@ class EvalApi(Protocol):
         """A ConfigMap; None when it does not exist."""
         ...
 
+    def watch_pods(
+        self, namespace: str, on_event: Callable[[str, Mapping[str, Any]], None]
+    ) -> None:
+        """Stream trial pod events of a namespace to `on_event(type, pod)` (raises on errors)."""
+        ...
+
     def patch_eval_status(
         self, namespace: str, name: str, resource_version: str, status: Mapping[str, Any]
     ) -> dict[str, Any]:
         """Merge-patch `status` if the eval is still at `resource_version`; else Conflict."""
         ...
 
-    def create_pods(self, namespace: str, pods: Sequence[Mapping[str, Any]]) -> None:
-        """Create pods in parallel; one that already exists (same name) is fine."""
+    def settle(
+        self,
+        namespace: str,
+        *,
+        release: Sequence[Mapping[str, Any]],
+        create: Sequence[Mapping[str, Any]],
+    ) -> None:
+        """Release (finalizer, then delete) and create pods, all in parallel.
+
+        A pod that is already gone, or already exists (same name), is fine.
+        """
         ...
 
     def release_pods(self, namespace: str, pods: Sequence[Mapping[str, Any]]) -> None:
@@ -229,18 +244,54 @@ class Kube:
         )
         return dict(data)
 
-    def create_pods(self, namespace: str, pods: Sequence[Mapping[str, Any]]) -> None:
-        self._parallel([functools.partial(self._create_pod, namespace, pod) for pod in pods])
+    def settle(
+        self,
+        namespace: str,
+        *,
+        release: Sequence[Mapping[str, Any]],
+        create: Sequence[Mapping[str, Any]],
+    ) -> None:
+        calls = [functools.partial(self._release_pod, namespace, pod) for pod in release]
+        calls += [functools.partial(self._create_pod, namespace, pod) for pod in create]
+        self._parallel(calls)
 
     def release_pods(self, namespace: str, pods: Sequence[Mapping[str, Any]]) -> None:
         self._parallel([functools.partial(self._release_pod, namespace, pod) for pod in pods])
+
+    def watch_pods(
+        self, namespace: str, on_event: Callable[[str, Mapping[str, Any]], None]
+    ) -> None:
+        """Stream the namespace's trial pod events to `on_event(type, pod)` until the server
+        ends the watch (a few minutes) or the connection fails (raises)."""
+        from kubernetes.watch.watch import iter_resp_lines
+
+        query = urllib.parse.urlencode(
+            {"labelSelector": LABEL_EVAL_UID, "watch": "true", "timeoutSeconds": "240"}
+        )
+        method, url, headers, _, _ = self._client.param_serialize(
+            method="GET",
+            resource_path=f"/api/v1/namespaces/{namespace}/pods?{query}",
+            header_params={"Accept": "application/json"},
+            auth_settings=["BearerToken"],
+        )
+        response = self._client.call_api(method, url, header_params=headers, _request_timeout=300)
+        try:
+            if response.status != 200:
+                raise ApiError("watch", int(response.status), "watch refused")
+            for line in iter_resp_lines(response.response):  # type: ignore[no-untyped-call]
+                if line:
+                    event = json.loads(line)
+                    on_event(str(event.get("type")), event.get("object") or {})
+        finally:
+            response.response.release_conn()
 
     # -- helpers ----------------------------------------------------------------------------
 
     def _parallel(self, calls: Sequence[Callable[[], None]]) -> None:
         """Run calls on the write pool; re-raise the first failure after all finished."""
-        if len(calls) == 1:
-            calls[0]()
+        if len(calls) <= 1:
+            for call in calls:
+                call()
             return
         futures = [self._pool.submit(call) for call in calls]
         errors = [err for future in futures if (err := future.exception()) is not None]

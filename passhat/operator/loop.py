@@ -301,15 +301,11 @@ class EvalLoop:
 
         # From here on the recorded outcomes are safe in status.
         release = pods if first_attempt_problem is not None else recorded_pods + cleanup
-        if release:
-            api.release_pods(ref.namespace, release)
+        create = [build_pod(eval_ref=ref, spec=spec, task=tasks[k.task], key=k) for k in to_create]
+        if release or create:
+            api.settle(ref.namespace, release=release, create=create)
         if first_attempt_problem is not None:
             return PassResult(PassState.DONE, recorded, 0, len(release), status)
-        if to_create:
-            api.create_pods(
-                ref.namespace,
-                [build_pod(eval_ref=ref, spec=spec, task=tasks[k.task], key=k) for k in to_create],
-            )
         state = PassState.DONE if ledger.complete and not live else PassState.CONTINUE
         return PassResult(state, recorded, len(to_create), len(release), status)
 

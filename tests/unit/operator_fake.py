@@ -127,6 +127,23 @@ class FakeApi:
             raise Killed("after status write")
         return copy.deepcopy(body)
 
+    def settle(
+        self,
+        namespace: str,
+        *,
+        release: Sequence[Mapping[str, Any]],
+        create: Sequence[Mapping[str, Any]],
+    ) -> None:
+        """Like the real one, in a random order (it runs them in parallel)."""
+        ops: list[tuple[str, Mapping[str, Any]]] = [("release", pod) for pod in release]
+        ops += [("create", pod) for pod in create]
+        self.rng.shuffle(ops)
+        for kind, pod in ops:
+            if kind == "release":
+                self.release_pods(namespace, [pod])
+            else:
+                self.create_pods(namespace, [pod])
+
     def create_pods(self, namespace: str, pods: Sequence[Mapping[str, Any]]) -> None:
         for pod in pods:
             kill_after = self._call()
