@@ -82,6 +82,7 @@ build_helm() {
 }
 
 main() {
+  command -v go >/dev/null || { echo "build.sh: no Go toolchain on PATH (need Go >= 1.24, e.g. /usr/local/go)" >&2; exit 1; }
   mkdir -p "$PASSHAT_CACHE_DIR"
   exec 8>"$PASSHAT_CACHE_DIR/build.lock"
   flock 8 # one build at a time: concurrent builds of one component would clobber each other

@@ -13,3 +13,4 @@ export GOMODCACHE="${PASSHAT_CACHE_DIR}/gomod"
 export GOCACHE="${PASSHAT_CACHE_DIR}/gocache"
 export GOFLAGS="-buildvcs=false"
 export GOTOOLCHAIN=local
+command -v go >/dev/null 2>&1 || export PATH="/usr/local/go/bin:${PATH}"
