@@ -13,7 +13,7 @@ FORMATS = ("text", "json", "markdown", "html")
 
 
 def _main(args: argparse.Namespace) -> int:
-    from passhat.local.run import RunOptions, run
+    from passhat.local.driver import RunOptions, run
 
     return run(
         RunOptions(
