@@ -1,0 +1,54 @@
+"""The pod watcher: wakes the eval of each pod event, reopens failed streams, frees orphans."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from passhat.operator.pods import FINALIZER, LABEL_EVAL_UID
+from passhat.operator.podwatch import PodWatcher
+
+
+def pod(uid: str, *, deleting: bool = False) -> dict[str, Any]:
+    """A trial pod of eval `uid`, optionally being deleted while holding our finalizer."""
+    meta: dict[str, Any] = {"name": f"p-{uid}", "labels": {LABEL_EVAL_UID: uid}}
+    if deleting:
+        meta["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+        meta["finalizers"] = [FINALIZER]
+    return {"metadata": meta}
+
+
+def test_events_wake_their_eval_and_streams_are_reopened() -> None:
+    """Each event wakes its eval; a stream that fails is opened again; orphans are released."""
+    streams: list[str] = []
+    woken: list[str] = []
+    orphans: list[str] = []
+    done = threading.Event()
+
+    def watch(namespace: str, on_event: Callable[[str, Mapping[str, Any]], None]) -> None:
+        streams.append(namespace)
+        if len(streams) == 1:
+            on_event("ADDED", pod("a"))
+            raise ConnectionError("API server restarting")
+        if len(streams) == 2:
+            on_event("MODIFIED", pod("b"))
+            on_event("MODIFIED", pod("gone", deleting=True))
+            on_event("MODIFIED", pod("gone-not-deleting"))
+            return
+        done.set()
+        time.sleep(60)
+
+    watcher = PodWatcher(
+        watch,
+        wake=lambda uid: woken.append(uid) is None and uid in ("a", "b"),
+        on_orphan=lambda namespace, meta, uid: orphans.append(uid),
+        retry_s=0.01,
+    )
+    watcher.ensure("ns")
+    watcher.ensure("ns")  # NB: one thread per namespace
+    assert done.wait(30)
+    assert streams == ["ns", "ns", "ns"]
+    assert woken == ["a", "b", "gone", "gone-not-deleting"]
+    assert orphans == ["gone"]
