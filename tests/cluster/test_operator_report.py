@@ -180,6 +180,7 @@ def test_events_tell_retries_and_completion(
 ) -> None:
     """kubectl describe shows TrialRetried warnings and one Completed event."""
     uid = scored.body["metadata"]["uid"]
+    infra_rows = sum(1 for row in rows() if row["outcome"] == "infra_error")
 
     def reasons() -> dict[str, int] | None:
         events = core_v1.list_namespaced_event(
@@ -188,10 +189,10 @@ def test_events_tell_retries_and_completion(
         counts: dict[str, int] = {}
         for event in events:
             counts[event.reason] = counts.get(event.reason, 0) + (event.count or 1)
-        return counts if "Completed" in counts and "TrialRetried" in counts else None
+        done = counts.get("TrialRetried", 0) >= infra_rows and "Completed" in counts
+        return counts if done else None
 
-    counts = wait_for(tolerant(reasons), 120, "TrialRetried and Completed events")
-    infra_rows = sum(1 for row in rows() if row["outcome"] == "infra_error")
+    counts = wait_for(tolerant(reasons), 180, "every TrialRetried and the Completed event")
     assert counts["TrialRetried"] == infra_rows
     assert counts["Completed"] == 1
 
