@@ -171,8 +171,9 @@ class Kube:
             "PATCH", path, body, content_type="application/merge-patch+json", missing_ok=True
         )
 
-    def delete(self, path: str) -> None:
-        self.request("DELETE", path, {"propagationPolicy": "Background"}, missing_ok=True)
+    def delete(self, path: str, **query: str) -> None:
+        body = {"propagationPolicy": "Background"}
+        self.request("DELETE", path, body, query=query, missing_ok=True)
 
 
 def wait_for(
@@ -398,6 +399,9 @@ class Sandbox:
                 operator.stop()
         if self.binding:
             kube.delete(f"/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/{self.binding}")
+        # NB: force-delete the pods at once rather than wait for kwok to confirm each one
+        strip_finalizers(kube, ns)
+        kube.delete(f"/api/v1/namespaces/{ns}/pods", gracePeriodSeconds="0")
         kube.delete(f"/api/v1/namespaces/{ns}")
 
         def gone() -> bool:
