@@ -29,12 +29,17 @@ FROM ${BASE_IMAGE}
 LABEL org.opencontainers.image.title="passhat" \
       org.opencontainers.image.description="Kubernetes-native executor for AI-agent consistency evals" \
       org.opencontainers.image.licenses="Apache-2.0"
+# 65532: the conventional "nonroot" UID, numeric so runAsNonRoot can verify it. NB: kopf asks
+# getpass.getuser() for its identity: a passwd entry for 65532, and USER for any other UID.
+RUN echo 'passhat:x:65532:65532:passhat:/tmp:/usr/sbin/nologin' >>/etc/passwd \
+    && echo 'passhat:x:65532:' >>/etc/group
 COPY --from=build /opt/passhat /opt/passhat
 ENV PATH=/opt/passhat/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
     PYTHONDONTWRITEBYTECODE=1 \
-    PYTHONUNBUFFERED=1
+    PYTHONUNBUFFERED=1 \
+    USER=passhat \
+    HOME=/tmp
 WORKDIR /tmp
-# 65532: the conventional "nonroot" UID; numeric so runAsNonRoot can verify it.
 USER 65532:65532
 ENTRYPOINT ["passhat"]
 CMD ["--help"]

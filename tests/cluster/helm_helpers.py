@@ -29,7 +29,7 @@ IMAGE_VALUES = (
     "image.tag=test",
     "image.pullPolicy=Never",
 )
-INSTALL_TIMEOUT_S = 600
+INSTALL_TIMEOUT_S = 300
 EVAL_TIMEOUT_S = 900
 
 # examples/eval.yaml: 4 tasks x 4 trials; c = 4, 2, 0, 4; one infra error per slot of the last.

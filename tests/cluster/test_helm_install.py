@@ -81,13 +81,14 @@ def test_eval_in_another_namespace_completes_exactly(
     ("verb", "resource", "where", "allowed"),
     [
         ("create", "pods", "evals", True),
-        ("patch", "consistencyevals.passhat.dev/status", "evals", True),
+        ("patch", "consistencyevals.passhat.dev --subresource=status", "evals", True),
         ("create", "pods", "other", False),
         ("list", "consistencyevals.passhat.dev", "other", False),
         ("list", "consistencyevals.passhat.dev", "all", False),
         ("get", "secrets", "evals", False),
         ("get", "secrets", "system", False),
-        ("create", "pods/exec", "evals", False),
+        ("create", "pods --subresource=exec", "evals", False),
+        ("create", "pods --subresource=eviction", "evals", False),
     ],
 )
 def test_namespaced_mode_rights(
@@ -106,7 +107,13 @@ def test_namespaced_mode_rights(
         "all": ["--all-namespaces"],
     }[where]
     answer = kubectl(
-        "auth", "can-i", verb, resource, *scope, f"--as={release.service_account}", check=False
+        "auth",
+        "can-i",
+        verb,
+        *resource.split(),
+        *scope,
+        f"--as={release.service_account}",
+        check=False,
     ).strip()
     assert answer == ("yes" if allowed else "no"), (verb, resource, where, answer)
 
