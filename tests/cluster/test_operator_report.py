@@ -11,6 +11,7 @@ completion; deleting the eval must drop its series.
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -219,3 +220,11 @@ def test_report_of_a_missing_eval_is_one_line(scored: Scored, cluster: Any) -> N
     assert result.returncode == 2
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and "nope" in lines[0] and scored.namespace in lines[0], result.stderr
+
+
+def test_sigterm_stops_the_operator_cleanly(scored: Scored) -> None:
+    """SIGTERM (a Deployment rollout, Ctrl-C) ends `passhat operator` with exit code 0."""
+    proc = scored.operator.proc
+    assert proc is not None and proc.poll() is None
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=120) == 0, scored.operator.log_tail()
