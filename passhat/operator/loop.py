@@ -18,7 +18,7 @@ The operator may die between any two API calls. Every step is safe to repeat: th
 refuses an attempt it already holds, a pod cannot vanish before its outcome is in status
 (our finalizer), and a slot whose current attempt has no pod was simply never created --
 so it is created now, under the same name. An outcome is never inferred from a missing
-pod. The only in-memory state is retry backoff and the first-attempt ConfigError counts;
+pod. The only in-memory state is retry backoff and the image-error ConfigError counts;
 losing them on a restart means retrying sooner, never counting differently.
 """
 
@@ -150,9 +150,9 @@ class EvalLoop:
         self._resolved: tuple[int, _Resolved] | None = None
         # In memory only (a restart forgets them; see the module docstring):
         self._not_before: dict[tuple[int, int], float] = {}
-        self._first_ended: set[tuple[int, int]] = set()
-        self._first_config_errors: set[tuple[int, int]] = set()
-        self._first_config_message = ""
+        self._ended: set[tuple[int, int, int]] = set()
+        self._start_failures: set[tuple[int, int, int]] = set()
+        self._start_failure_message = ""
 
     # -- spec and tasks -------------------------------------------------------------------
 
@@ -250,25 +250,27 @@ class EvalLoop:
             )
             recorded_pods.append(pod)
 
-        first_attempt_problem = self._note_first_attempts(recorded, spec, ledger)
+        start_problem = self._note_start_failures(
+            recorded, spec, ledger, [task.id for task in tasks]
+        )
         capacity = spec.parallelism - len(live)
-        to_create = [] if first_attempt_problem else self._plan_creates(ledger, live, capacity, now)
+        to_create = [] if start_problem else self._plan_creates(ledger, live, capacity, now)
 
         status: dict[str, Any] | None = None
         progress = previous.get("progress") or {}
         idle = (
             not recorded
             and not to_create
-            and first_attempt_problem is None
+            and start_problem is None
             and "ledger" in previous
             and previous.get("observedGeneration") == generation
             and progress.get("running") == len(live)
         )
         # NB: when idle nothing changed; skip recomputing the summary (CPU on big evals).
-        if first_attempt_problem is not None:
+        if start_problem is not None:
             status = config_error_status(
                 previous=previous,
-                message=first_attempt_problem,
+                message=start_problem,
                 reason=cond.REASON_FIRST_ATTEMPTS_FAILED,
                 terminal=True,
                 generation=generation,
@@ -297,14 +299,14 @@ class EvalLoop:
                 api.patch_eval_status(ref.namespace, ref.name, rv, patch)
             except Conflict:
                 return PassResult(PassState.CONFLICT)
-            self._after_write(body, previous, status, recorded, first_attempt_problem, now)
+            self._after_write(body, previous, status, recorded, start_problem, now)
 
         # From here on the recorded outcomes are safe in status.
-        release = pods if first_attempt_problem is not None else recorded_pods + cleanup
+        release = pods if start_problem is not None else recorded_pods + cleanup
         create = [build_pod(eval_ref=ref, spec=spec, task=tasks[k.task], key=k) for k in to_create]
         if release or create:
             api.settle(ref.namespace, release=release, create=create)
-        if first_attempt_problem is not None:
+        if start_problem is not None:
             return PassResult(PassState.DONE, recorded, 0, len(release), status)
         state = PassState.DONE if ledger.complete and not live else PassState.CONTINUE
         return PassResult(state, recorded, len(to_create), len(release), status)
@@ -347,26 +349,33 @@ class EvalLoop:
             return verdict_for_vanished_pod()
         return None
 
-    def _note_first_attempts(
-        self, recorded: list[Recorded], spec: EvalSpec, ledger: SlotLedger
+    def _note_start_failures(
+        self, recorded: list[Recorded], spec: EvalSpec, ledger: SlotLedger, task_ids: list[str]
     ) -> str | None:
-        """The ConfigError message when every first attempt so far hit an image/config error."""
+        """The ConfigError message when no attempt can start its containers.
+
+        True when every attempt that ended in this process hit an image or container-config
+        error, at least min(parallelism, slots) of them did, and no slot was ever graded
+        (a single pass or fail in the ledger proves the template can run). Counting every
+        attempt, not only first ones, keeps the rule working after an operator restart,
+        when only retries may be left to observe.
+        """
         for item in recorded:
-            if item.key.attempt != 0:
-                continue
-            slot = (item.key.task, item.key.trial)
-            self._first_ended.add(slot)
+            attempt = (item.key.task, item.key.trial, item.key.attempt)
+            self._ended.add(attempt)
             if item.verdict.reason in (IMAGE_ERROR, CONFIG_ERROR):
-                self._first_config_errors.add(slot)
-                self._first_config_message = item.verdict.message or item.verdict.reason
+                self._start_failures.add(attempt)
+                self._start_failure_message = item.verdict.message or item.verdict.reason
         needed = min(spec.parallelism, ledger.slots)
-        ended, bad = len(self._first_ended), len(self._first_config_errors)
-        if ended and bad == ended and bad >= needed:
-            return (
-                f"spec.trial.template: every first attempt so far ({bad}) failed to start: "
-                f"{self._first_config_message}"
-            )
-        return None
+        ended, failed = len(self._ended), len(self._start_failures)
+        if not ended or failed != ended or failed < needed:
+            return None
+        if any(tally.graded for tally in ledger.tallies(task_ids)):
+            return None
+        return (
+            f"spec.trial.template: every trial attempt so far ({failed}) failed to start: "
+            f"{self._start_failure_message}"
+        )
 
     def _plan_creates(
         self, ledger: SlotLedger, live: set[tuple[int, int]], capacity: int, now: float

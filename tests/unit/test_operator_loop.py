@@ -301,7 +301,7 @@ def test_missing_config_map_waits_then_runs() -> None:
 
 
 def test_image_errors_on_every_first_attempt_stop_the_eval() -> None:
-    """When every first attempt cannot start its image, the eval fails with ConfigError."""
+    """When no attempt can start its image, the eval fails with ConfigError."""
     harness = Harness(10)
     harness.loop.run_pass()
     for pod in harness.api.pods.values():
@@ -322,7 +322,7 @@ def test_image_errors_on_every_first_attempt_stop_the_eval() -> None:
     status = harness.status
     assert status["phase"] == "Failed"
     assert condition_status(status, "ConfigError") == "True"
-    assert "every first attempt" in status["message"]
+    assert "every trial attempt so far (4) failed to start" in status["message"]
     assert harness.api.pods == {}
 
 
