@@ -39,6 +39,7 @@ import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -57,6 +58,7 @@ WRITE_VERBS = frozenset({"create", "update", "patch", "delete", "deletecollectio
 
 EVAL_API = "/apis/passhat.dev/v1alpha1"
 NS_PREFIX = "passhat-bench-"
+OWNER_ANNOTATION = "passhat.dev/bench-owner"  # host/pid of the benchmark that made it
 
 # How the test cluster's kwok nodes are reached and how a pod's fake run time is scripted
 # (hack/cluster/: kwok nodes are labelled type=kwok and tainted; a Stage ends a pod
@@ -114,6 +116,7 @@ class Kube:
             config_file=str(kubeconfig), client_configuration=cfg
         )
         self.configuration = cfg
+        cfg.connection_pool_maxsize = 32
         self.api = client.ApiClient(cfg)
         self.api.user_agent = BENCH_USER_AGENT
 
@@ -337,7 +340,8 @@ class Sandbox:
         cls, kube: Kube, side: str, workdir: Path, operator_settings: list[str] | None = None
     ) -> Sandbox:
         name = f"{NS_PREFIX}{side}-{secrets.token_hex(3)}"
-        kube.create("/api/v1/namespaces", {"metadata": {"name": name}})
+        owner = {OWNER_ANNOTATION: f"{platform.node()}/{os.getpid()}"}
+        kube.create("/api/v1/namespaces", {"metadata": {"name": name, "annotations": owner}})
         wait_for(
             f"default service account in {name}",
             lambda: kube.get(f"/api/v1/namespaces/{name}/serviceaccounts/default") is not None,
@@ -442,9 +446,17 @@ def strip_finalizers(kube: Kube, ns: str) -> None:
     """Remove finalizers from pods and evals left in `ns` (their controller is gone)."""
     for path in (f"/api/v1/namespaces/{ns}/pods", f"{EVAL_API}/namespaces/{ns}/consistencyevals"):
         with contextlib.suppress(BenchError):
-            for obj in list_items(kube, path):
-                if obj["metadata"].get("finalizers"):
-                    kube.merge_patch(f"{path}/{name_of(obj)}", {"metadata": {"finalizers": None}})
+            held = [
+                f"{path}/{name_of(obj)}"
+                for obj in list_items(kube, path)
+                if obj["metadata"].get("finalizers")
+            ]
+            with ThreadPoolExecutor(max_workers=16) as pool:
+                list(
+                    pool.map(
+                        lambda p: kube.merge_patch(p, {"metadata": {"finalizers": None}}), held
+                    )
+                )
 
 
 def ensure_crd(kube: Kube) -> None:
@@ -461,12 +473,15 @@ def ensure_crd(kube: Kube) -> None:
 
 
 def leftover_namespaces(kube: Kube) -> list[str]:
-    """Namespaces an earlier, interrupted benchmark left behind."""
-    return [
-        name_of(ns)
-        for ns in list_items(kube, "/api/v1/namespaces")
-        if name_of(ns).startswith(NS_PREFIX)
-    ]
+    """Namespaces an earlier, interrupted benchmark left behind (its process is gone)."""
+    leftovers = []
+    for ns in list_items(kube, "/api/v1/namespaces"):
+        owner = (ns["metadata"].get("annotations") or {}).get(OWNER_ANNOTATION, "")
+        host, _, pid = owner.partition("/")
+        running = host == platform.node() and pid.isdigit() and Path(f"/proc/{pid}").exists()
+        if name_of(ns).startswith(NS_PREFIX) and not running:
+            leftovers.append(name_of(ns))
+    return leftovers
 
 
 # ------------------------------------------------------------------------- the sides
