@@ -38,7 +38,7 @@ from passhat.api.load import parse_spec, resolve_tasks
 from passhat.api.spec import EvalSpec, Task, template_safety_problems
 from passhat.operator import events
 from passhat.operator.config import OperatorConfig
-from passhat.operator.kube import Conflict, EvalApi
+from passhat.operator.kube import ApiError, Conflict, EvalApi
 from passhat.operator.pods import EvalRef, PodKey, build_pod, pod_key
 from passhat.operator.status import (
     StatusInputs,
@@ -153,6 +153,7 @@ class EvalLoop:
         self._ended: set[tuple[int, int, int]] = set()
         self._start_failures: set[tuple[int, int, int]] = set()
         self._start_failure_message = ""
+        self._pod_refused: str | None = None
 
     # -- spec and tasks -------------------------------------------------------------------
 
@@ -211,6 +212,13 @@ class EvalLoop:
         try:
             resolved = self._resolve(body, started=bool(packed))
             ledger = self._load_ledger(packed, resolved)
+            if self._pod_refused is not None:
+                raise _ConfigProblem(
+                    f"spec.trial.template: the API server refused the trial pod: "
+                    f"{self._pod_refused}",
+                    reason=cond.REASON_INVALID_SPEC,
+                    terminal=True,
+                )
         except _ConfigProblem as problem:
             return self._config_error(body, rv, generation, previous, pods, problem, now)
 
@@ -305,7 +313,14 @@ class EvalLoop:
         release = pods if start_problem is not None else recorded_pods + cleanup
         create = [build_pod(eval_ref=ref, spec=spec, task=tasks[k.task], key=k) for k in to_create]
         if release or create:
-            api.settle(ref.namespace, release=release, create=create)
+            try:
+                api.settle(ref.namespace, release=release, create=create)
+            except ApiError as err:
+                if not _refused_for_good(err):
+                    raise
+                # NB: the next pass stops the eval with a ConfigError naming the cause.
+                self._pod_refused = str(err)
+                return PassResult(PassState.CONTINUE, recorded, 0, len(release), status)
         if start_problem is not None:
             return PassResult(PassState.DONE, recorded, 0, len(release), status)
         state = PassState.DONE if ledger.complete and not live else PassState.CONTINUE
@@ -485,6 +500,13 @@ class EvalLoop:
     def _emit(self, body: Mapping[str, Any], event: events.Event) -> None:
         if self._post_event is not None:
             self._post_event(body, event)
+
+
+def _refused_for_good(err: ApiError) -> bool:
+    """Whether a pod create failed in a way no retry can fix (invalid pod, PodSecurity)."""
+    if err.verb != "create":
+        return False
+    return err.status == 422 or (err.status == 403 and "violates PodSecurity" in str(err))
 
 
 def _name(pod: Mapping[str, Any]) -> str:

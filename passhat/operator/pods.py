@@ -176,7 +176,14 @@ def build_pod(*, eval_ref: EvalRef, spec: EvalSpec, task: Task, key: PodKey) -> 
 def _restrict_pod(pod_spec: dict[str, Any]) -> None:
     """Pod-level restricted defaults where the template is silent."""
     security = pod_spec.setdefault("securityContext", {})
-    security.setdefault("runAsNonRoot", True)
+    containers = [*(pod_spec.get("initContainers") or []), *(pod_spec.get("containers") or [])]
+    as_root = security.get("runAsUser") == 0 or any(
+        (c.get("securityContext") or {}).get("runAsUser") == 0 for c in containers
+    )
+    if not as_root:
+        # NB: a template that asks for uid 0 (allowed only with the privileged opt-in)
+        # would not start under runAsNonRoot.
+        security.setdefault("runAsNonRoot", True)
     # NB: with runAsNonRoot an image whose user is root (or unnamed) would not start;
     # a container's own runAsUser still wins over this pod-level default.
     security.setdefault("runAsUser", RUN_AS_USER)
@@ -186,7 +193,9 @@ def _restrict_pod(pod_spec: dict[str, Any]) -> None:
 def _restrict_container(container: dict[str, Any]) -> None:
     """Container-level restricted defaults where the template is silent."""
     security = container.setdefault("securityContext", {})
-    security.setdefault("allowPrivilegeEscalation", False)
+    if not security.get("privileged"):
+        # NB: the API server refuses privileged with allowPrivilegeEscalation false.
+        security.setdefault("allowPrivilegeEscalation", False)
     capabilities = security.setdefault("capabilities", {})
     drop = capabilities.setdefault("drop", [])
     if "ALL" not in drop:

@@ -338,3 +338,22 @@ def test_status_patch_deletes_keys_at_any_depth() -> None:
         "summary": {"k": None, "byK": [1]},
     }
     assert _status_patch(old, dict(old)) is None
+
+
+def test_pod_refused_by_the_api_server_is_a_config_error() -> None:
+    """A trial pod the API server refuses as invalid stops the eval with a ConfigError."""
+    from passhat.operator.kube import ApiError
+
+    harness = Harness(17)
+
+    def refuse(namespace: str, *, release: Any, create: Any) -> None:
+        raise ApiError("create", 422, 'Pod "x" is invalid: spec.containers[0].image: Required')
+
+    harness.api.settle = refuse  # type: ignore[method-assign]
+    assert harness.loop.run_pass().state is PassState.CONTINUE
+    assert harness.loop.run_pass().state is PassState.DONE
+    status = harness.status
+    assert status["phase"] == "Failed"
+    assert condition_status(status, "ConfigError") == "True"
+    assert "refused the trial pod" in status["message"]
+    assert "spec.containers[0].image" in status["message"]

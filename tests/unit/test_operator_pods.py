@@ -193,3 +193,13 @@ def test_pod_key_refuses_bad_labels() -> None:
     assert pod_key({"metadata": {}}) is None
     labels = {LABEL_TASK: "1", LABEL_TRIAL: "-1", LABEL_ATTEMPT: "0"}
     assert pod_key({"metadata": {"labels": labels}}) is None
+
+
+def test_privileged_opt_in_templates_stay_valid_pods() -> None:
+    """A privileged, root template (allowed by the opt-in) gets no conflicting defaults."""
+    spec = make_spec()
+    container = spec.trial.template["spec"]["containers"][0]
+    container["securityContext"] = {"privileged": True, "runAsUser": 0}
+    pod = build(spec)["spec"]
+    assert "allowPrivilegeEscalation" not in pod["containers"][0]["securityContext"]
+    assert "runAsNonRoot" not in pod["securityContext"]
