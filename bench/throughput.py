@@ -815,7 +815,11 @@ def one_run(
                 box.operator.stop()
                 target = args.keep_logs / box.operator.log_path.name
                 target.write_bytes(box.operator.log_path.read_bytes())
-            box.teardown()
+            try:
+                box.teardown()
+            except BenchError as exc:
+                # NB: keep the measurement; the next run removes what is left
+                log(f"teardown of {box.namespace} failed: {exc}")
     op, job = sides["operator"], sides["job"]
     return {
         "operator_seconds": op.seconds,
