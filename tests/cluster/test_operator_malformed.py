@@ -340,3 +340,38 @@ def test_valid_eval_beside_them_completes(run: Run) -> None:
 def test_at_least_twenty_cases() -> None:
     """The suite keeps covering at least 20 distinct malformed resources."""
     assert len({case.name for case in CASES}) == len(CASES) >= 20
+
+
+def test_privileged_template_runs_with_the_opt_in(
+    cluster: Any,
+    kubectl: Callable[..., str],
+    api_client: client.ApiClient,
+    namespace: str,
+    tmp_path: Path,
+) -> None:
+    """With --allow-privileged-trials the same privileged, host-network template runs."""
+    install_crd(kubectl)
+    operator = OperatorProcess(
+        kubeconfig=cluster.kubeconfig,
+        namespaces=[namespace],
+        log_path=tmp_path / "operator.log",
+        extra_args=["--allow-privileged-trials"],
+    )
+    operator.start()
+    try:
+        manifest = base("privileged")
+        security(manifest).update(privileged=True)
+        pod_spec(manifest).update(hostNetwork=True)
+        assert kubectl_create(cluster, namespace, manifest) is None
+        body = wait_for_condition(
+            api_client,
+            namespace,
+            "privileged",
+            "Complete",
+            timeout=SETTLE_TIMEOUT_S,
+            operator=operator,
+        )
+        assert body["status"]["progress"]["done"] == 4
+        assert condition(body, "ConfigError") != "True"
+    finally:
+        shutdown(operator, kubectl, namespace)
