@@ -154,10 +154,14 @@ def release_finalizers(kubectl: Callable[..., str], namespace: str) -> None:
             )  # fmt: skip
 
 
-def example_eval(name: str) -> str:
-    """examples/eval.yaml renamed to `name`."""
+def example_eval(name: str, trials: int | None = None) -> str:
+    """examples/eval.yaml renamed to `name`; with `trials`, its first task only, that often."""
     doc = yaml.safe_load(EXAMPLE.read_text())
     doc["metadata"]["name"] = name
+    if trials is not None:
+        spec = doc["spec"]
+        spec.update(tasks=spec["tasks"][:1], trials=trials, ks=[1])
+        spec.pop("gate", None)
     return yaml.safe_dump(doc, sort_keys=False)
 
 
