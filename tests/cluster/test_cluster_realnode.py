@@ -9,7 +9,7 @@ from typing import Any
 from kubernetes import client
 
 Pod = dict[str, Any]
-TIMEOUT_S = 180
+TIMEOUT_S = 300
 
 
 def read_pod(core: client.CoreV1Api, namespace: str, name: str) -> Pod:
