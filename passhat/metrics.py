@@ -26,6 +26,7 @@ from prometheus_client import (
     generate_latest,
 )
 
+from passhat.api.errors import UsageError
 from passhat.stats import KSummary
 
 __all__ = [
@@ -368,7 +369,7 @@ def write_textfile(
 
     `trials` are trial records (`trials.jsonl` rows: outcome, reason, duration_s). The
     file holds the same names and labels the operator serves, for node-exporter's textfile
-    collector; `namespace` defaults to "local".
+    collector; `namespace` defaults to "local". UsageError when the file cannot be written.
     """
     registry = CollectorRegistry(auto_describe=True)
     metrics = define(registry)
@@ -386,12 +387,17 @@ def write_textfile(
         )
     target = os.fspath(path)
     directory = os.path.dirname(os.path.abspath(target))
-    fd, tmp = tempfile.mkstemp(prefix=".passhat-metrics-", dir=directory)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".passhat-metrics-", dir=directory)
+    except OSError as err:
+        raise UsageError(f"{target}: cannot write the metrics file: {err.strerror}") from None
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(generate_latest(registry))
         os.chmod(tmp, 0o644)
         os.replace(tmp, target)
-    except BaseException:
+    except BaseException as err:
         os.unlink(tmp)
+        if isinstance(err, OSError):
+            raise UsageError(f"{target}: cannot write the metrics file: {err.strerror}") from None
         raise

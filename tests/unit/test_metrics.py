@@ -9,6 +9,7 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
 
 from passhat import metrics
+from passhat.api.errors import UsageError
 from passhat.stats import TaskTally, summarize_many
 
 # Every name DESIGN.md lists under "Metrics" (counters are exposed with `_total`).
@@ -193,3 +194,19 @@ def test_write_textfile_matches_summaries(tmp_path: Path) -> None:
     assert got["passhat_trials_total{outcome=pass,reason=exit_code}"] == 7
     assert got["passhat_trials_running{}"] == 0
     assert [p.name for p in tmp_path.iterdir()] == ["passhat.prom"]
+
+
+def test_write_textfile_to_a_missing_directory_is_a_usage_error(tmp_path: Path) -> None:
+    """An unwritable path is one clear UsageError naming it, and leaves no temp file."""
+    target = tmp_path / "nope" / "passhat.prom"
+    with pytest.raises(UsageError, match="cannot write the metrics file") as err:
+        metrics.write_textfile(target, eval_name="demo", summaries=[])
+    assert str(err.value).startswith(f"{target}: ")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_operator_doc_lists_every_metric() -> None:
+    """docs/operator.md's Metrics table names every exported metric."""
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "operator.md").read_text()
+    for name in metrics.METRIC_NAMES:
+        assert f"`{name}`" in doc, name
