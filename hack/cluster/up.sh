@@ -262,7 +262,7 @@ options:
   nodeIP: 10.201.0.1
   nodeLeaseDurationSeconds: 40
   nodeLeaseParallelism: 4
-  podPlayStageParallelism: 8
+  podPlayStageParallelism: 16
   nodePlayStageParallelism: 2
   podsOnNodeSyncParallelism: 2
   enablePodsOnNodeSyncListPager: true

@@ -184,7 +184,7 @@ def namespace(core_v1: client.CoreV1Api, request: pytest.FixtureRequest) -> Iter
     name = _namespace_name(request.node.name)
     core_v1.create_namespace({"metadata": {"name": name, "labels": {"passhat.dev/test": "true"}}})
     wait_for(
-        lambda: _has_default_sa(core_v1, name), 120, f"default service account in namespace {name}"
+        lambda: _has_default_sa(core_v1, name), 300, f"default service account in namespace {name}"
     )
     yield name
     strip_pod_finalizers(core_v1, name)

@@ -103,7 +103,7 @@ def test_audit_log_records_writes_with_user_agent(
                     return event
         return None
 
-    event = wait_for(found, 60, "the audit event of the configmap create")
+    event = wait_for(found, 120, "the audit event of the configmap create")
     assert event["verb"] == "create"
     assert event["level"] == "Metadata"
     assert event["objectRef"]["resource"] == "configmaps"
