@@ -43,7 +43,7 @@ def test_throughput_smoke_completes_both_sides(cluster: Any) -> None:
     )
     assert proc.returncode == 0, f"stdout:\n{proc.stdout[-3000:]}\nstderr:\n{proc.stderr[-5000:]}"
     result = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert KEYS <= result.keys()
+    assert not KEYS - result.keys(), f"missing keys: {sorted(KEYS - result.keys())}"
     assert (result["trials"], result["parallelism"]) == (20, 10)
     assert result["operator_seconds"] > 0 and result["job_seconds"] > 0
     assert result["operator_api_writes_per_trial"] > 0 and result["job_api_writes_per_trial"] > 0
