@@ -35,6 +35,11 @@ from tests.cluster.surface_helpers import http_get, metrics_port, module_namespa
 
 Manifest = dict[str, Any]
 SETTLE_TIMEOUT_S = 420
+# The namespace enforces Pod Security "restricted", as a shared cluster would.
+RESTRICTED = {
+    "pod-security.kubernetes.io/enforce": "restricted",
+    "pod-security.kubernetes.io/enforce-version": "latest",
+}
 
 
 def base(name: str) -> Manifest:
@@ -202,6 +207,17 @@ CASES = [
         r"exitCodes|infraError",
     ),
     Case("negative-retries", _set("retry.infraErrors", -1), r"infraErrors"),
+    # Past the spec checks, refused only when the operator creates the pod:
+    Case(
+        "invalid-container-name",
+        _with(lambda m: container(m).update(name="Not_A_DNS_Label")),
+        r"\bname\b",
+    ),
+    Case(
+        "violates-pod-security",
+        _with(lambda m: security(m).update(seccompProfile={"type": "Unconfined"})),
+        r"PodSecurity|seccomp",
+    ),
 ]
 
 
@@ -256,7 +272,7 @@ def run(
     """Create every case and a valid eval under one operator; wait until all settle."""
     install_crd(kubectl)
     log_dir: Path = tmp_path_factory.mktemp("malformed")
-    with module_namespace(core_v1, "malformed") as namespace:
+    with module_namespace(core_v1, "malformed", labels=RESTRICTED) as namespace:
         operator = OperatorProcess(
             kubeconfig=cluster.kubeconfig,
             namespaces=[namespace],
