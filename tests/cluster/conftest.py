@@ -178,25 +178,52 @@ def strip_pod_finalizers(core: client.CoreV1Api, namespace: str) -> None:
                     raise
 
 
+def _retrying(action: Callable[[], None], what: str, timeout: float = 180) -> None:
+    """Run `action`, retrying while the API server is unreachable (restarted by a fault test)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            action()
+            return
+        except (urllib3.exceptions.HTTPError, ApiException) as err:
+            transient = not isinstance(err, ApiException) or (err.status or 0) >= 500
+            if not transient or time.monotonic() >= deadline:
+                pytest.fail(f"{what} failed: {err}")
+            time.sleep(1)
+
+
 @pytest.fixture
 def namespace(core_v1: client.CoreV1Api, request: pytest.FixtureRequest) -> Iterator[str]:
     """A fresh namespace for this test; deleted (pods' finalizers stripped) afterwards."""
     name = _namespace_name(request.node.name)
-    core_v1.create_namespace({"metadata": {"name": name, "labels": {"passhat.dev/test": "true"}}})
+    body = {"metadata": {"name": name, "labels": {"passhat.dev/test": "true"}}}
+    _retrying(lambda: _create_namespace(core_v1, body), f"creating namespace {name}")
     wait_for(
         lambda: _has_default_sa(core_v1, name), 300, f"default service account in namespace {name}"
     )
     yield name
-    strip_pod_finalizers(core_v1, name)
-    try:
-        core_v1.delete_namespace(name)
-    except ApiException as err:
-        if err.status != 404:
-            raise
+    _retrying(lambda: strip_pod_finalizers(core_v1, name), f"stripping finalizers in {name}")
+    _retrying(lambda: _delete_namespace(core_v1, name), f"deleting namespace {name}")
     # NB: finalizers added after the first strip (by a controller under test) would keep
     # the namespace Terminating forever; strip once more after a short while.
     time.sleep(0.5)
-    strip_pod_finalizers(core_v1, name)
+    _retrying(lambda: strip_pod_finalizers(core_v1, name), f"stripping finalizers in {name}")
+
+
+def _create_namespace(core: client.CoreV1Api, body: dict[str, Any]) -> None:
+    try:
+        core.create_namespace(body)
+    except ApiException as err:
+        if err.status != 409:  # NB: 409 = a retry after a lost response
+            raise
+
+
+def _delete_namespace(core: client.CoreV1Api, name: str) -> None:
+    try:
+        core.delete_namespace(name)
+    except ApiException as err:
+        if err.status != 404:
+            raise
 
 
 def _has_default_sa(core: client.CoreV1Api, namespace: str) -> bool:
