@@ -135,6 +135,7 @@ def test_small_eval_completes_with_the_exact_status(
     )
 
 
+@pytest.mark.timeout(1800)
 def test_sigkilled_operator_loses_and_double_counts_nothing(
     operator: OperatorProcess,
     api_client: client.ApiClient,
@@ -190,6 +191,7 @@ def test_sigkilled_operator_loses_and_double_counts_nothing(
     assert leftovers == []
 
 
+@pytest.mark.timeout(1800)
 def test_api_server_restart_mid_run(
     operator: OperatorProcess,
     cluster: Any,
