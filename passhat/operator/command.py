@@ -10,17 +10,14 @@ kubernetes client) happen only when a command runs.
 from __future__ import annotations
 
 import argparse
-import sys
-from pathlib import Path
 from typing import TypeAlias
 
 from passhat.api.errors import UsageError
+from passhat.report.commands import add_report_options
 
 __all__ = ["add_operator_parser", "add_report_parser"]
 
 Subparsers: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
-
-REPORT_FORMATS = ("text", "json", "json-full", "markdown", "html")
 
 
 def _port(text: str) -> int:
@@ -30,26 +27,6 @@ def _port(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected a port number, got {text!r}") from None
     if not 0 <= value <= 65535:
         raise argparse.ArgumentTypeError(f"must be 0..65535 (0: any free port), got {value}")
-    return value
-
-
-def _k(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
-
-
-def _level(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not 0.0 < value < 1.0:
-        raise argparse.ArgumentTypeError(f"must be between 0 and 1, got {value}")
     return value
 
 
@@ -115,8 +92,7 @@ def add_operator_parser(subparsers: Subparsers) -> None:
 
 def _report(args: argparse.Namespace) -> int:
     from passhat.operator.live import current_namespace, read_live_eval
-    from passhat.report import build_report, render_report, save_plot
-    from passhat.stats import bootstrap
+    from passhat.report.commands import output_report
 
     namespace = args.namespace or current_namespace(args.kubeconfig)
     live = read_live_eval(args.name, namespace, kubeconfig=args.kubeconfig)
@@ -124,32 +100,13 @@ def _report(args: argparse.Namespace) -> int:
     too_big = [k for k in ks if k > live.spec.trials]
     if too_big:
         raise UsageError(f"--k {too_big[0]}: larger than the eval's trials={live.spec.trials}")
-    intervals = None
-    if args.format != "json" and not args.no_intervals:
-        intervals = bootstrap(
-            live.tallies, ks, resamples=args.resamples, seed=args.seed, level=args.level
-        )
     progress = live.status.get("progress") or {}
     slots = len(live.task_ids) * live.spec.trials
     title = args.title or (
         f"{namespace}/{args.name}: {live.status.get('phase') or 'Pending'}, "
         f"{progress.get('done', 0)}/{slots} trials final"
     )
-    report = build_report(live.tallies, ks, title=title, intervals=intervals)
-    if args.plot:
-        save_plot(report, args.plot)
-    color = args.out is None and args.format == "text" and sys.stdout.isatty()
-    text = render_report(report, args.format, color=color)
-    if args.out is None:
-        sys.stdout.write(text)
-        sys.stdout.flush()
-    else:
-        try:
-            Path(args.out).write_text(text, encoding="utf-8")
-        except OSError as err:
-            raise UsageError(f"--out {args.out}: cannot write: {err.strerror}") from None
-        print(f"passhat: wrote {args.out}", file=sys.stderr)
-    return 0
+    return output_report(live.tallies, ks, args, title=title)
 
 
 def add_report_parser(subparsers: Subparsers) -> None:
@@ -165,25 +122,10 @@ def add_report_parser(subparsers: Subparsers) -> None:
     parser.add_argument(
         "--namespace", "-n", metavar="NS", help="its namespace (default: the context's)"
     )
-    parser.add_argument(
-        "--format",
-        default="text",
-        choices=REPORT_FORMATS,
-        help="text (default), json (one 8-key object per k), json-full, markdown, html",
-    )
-    parser.add_argument(
-        "--k", type=_k, action="append", metavar="K", help="k to report (default: the eval's ks)"
-    )
-    parser.add_argument("--out", metavar="PATH", help="write the report here, not to stdout")
-    parser.add_argument("--plot", metavar="PNG", help="also draw the pass^k / pass@k curve")
-    parser.add_argument("--title", help="report title (default: the eval and its progress)")
-    parser.add_argument("--no-intervals", action="store_true", help="skip the bootstrap intervals")
-    parser.add_argument("--seed", type=int, default=0, metavar="S", help="resampling seed (0)")
-    parser.add_argument(
-        "--resamples", type=_k, default=2000, metavar="N", help="bootstrap resamples (2000)"
-    )
-    parser.add_argument(
-        "--level", type=_level, default=0.95, metavar="L", help="interval level (0.95)"
+    add_report_options(
+        parser,
+        k_help="k to report (default: the eval's ks)",
+        title_help="report title (default: the eval and its progress)",
     )
     parser.add_argument("--kubeconfig", metavar="PATH", help="kubeconfig file to use")
     parser.set_defaults(func=_report)
