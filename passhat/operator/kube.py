@@ -32,7 +32,7 @@ from passhat.api.spec import GROUP, VERSION
 from passhat.operator.config import OperatorConfig
 from passhat.operator.pods import FINALIZER, LABEL_EVAL_UID
 
-__all__ = ["ApiError", "Conflict", "EvalApi", "Kube", "load_client_config"]
+__all__ = ["ApiError", "Conflict", "EvalApi", "Kube", "load_client_config", "slim_pod"]
 
 logger = logging.getLogger(__name__)
 
@@ -41,6 +41,20 @@ T = TypeVar("T")
 
 
 LIST_PAGE_SIZE = "500"
+
+# The metadata fields of a listed pod that anything downstream of `list_pods` reads: the
+# loop (`pod_key`: labels; the deleted-pod grace: deletionTimestamp), the classifier
+# (creationTimestamp, deletionTimestamp, deletionGracePeriodSeconds) and the release
+# (name, uid for the delete precondition, finalizers for the guarded patch).
+_POD_METADATA = (
+    "name",
+    "uid",
+    "labels",
+    "finalizers",
+    "creationTimestamp",
+    "deletionTimestamp",
+    "deletionGracePeriodSeconds",
+)
 
 
 class ApiError(Exception):
@@ -64,7 +78,10 @@ class EvalApi(Protocol):
         ...
 
     def list_pods(self, namespace: str, eval_uid: str) -> list[dict[str, Any]]:
-        """Every pod labelled with this eval's uid, read from the API server."""
+        """Every pod labelled with this eval's uid, read from the API server.
+
+        Each pod may be cut down to what the loop reads (`slim_pod`).
+        """
         ...
 
     def get_config_map(self, namespace: str, name: str) -> dict[str, Any] | None:
@@ -117,6 +134,41 @@ def load_client_config(kubeconfig: str | None = None) -> Any:
             client_configuration=configuration
         )
     return configuration
+
+
+def slim_pod(pod: Mapping[str, Any]) -> dict[str, Any]:
+    """The part of a listed pod the operator reads; the rest is dropped as pages decode.
+
+    Why: a pass LISTs every live pod of an eval, and a decoded kwok pod is ~12 KB of
+    Python objects even without managedFields, most of it spec (env, security context,
+    volumes, tolerations) and metadata (annotations, ownerReferences) that nothing reads;
+    at 10,000 tracked pods that is the operator's peak RSS. What is kept is exactly what
+    the readers of `EvalApi.list_pods` use: the metadata in `_POD_METADATA`, each
+    container's name and `terminationGracePeriodSeconds` from spec (the classifier's
+    trial container and deletion window), and the whole status (classification, trial
+    duration). `tests/unit/test_operator_kube.py` checks that every captured pod
+    classifies the same slimmed as whole; a new reader of another field must add it here.
+    """
+    meta = _mapping(pod.get("metadata"))
+    spec = _mapping(pod.get("spec"))
+    containers = spec.get("containers")
+    slim_spec: dict[str, Any] = {
+        "containers": [
+            {key: value for key, value in _mapping(container).items() if key == "name"}
+            for container in (containers if isinstance(containers, list) else [])
+        ]
+    }
+    if "terminationGracePeriodSeconds" in spec:
+        slim_spec["terminationGracePeriodSeconds"] = spec["terminationGracePeriodSeconds"]
+    return {
+        "metadata": {key: meta[key] for key in _POD_METADATA if key in meta},
+        "spec": slim_spec,
+        "status": pod.get("status") or {},
+    }
+
+
+def _mapping(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
 
 
 def _retryable(status: int) -> bool:
@@ -218,8 +270,8 @@ class Kube:
 
     def list_pods(self, namespace: str, eval_uid: str) -> list[dict[str, Any]]:
         # NB: pages of LIST_PAGE_SIZE are one consistent snapshot (continue tokens); decoding
-        # page by page and dropping managedFields (half of a pod's JSON, never read) keeps
-        # the peak memory of a 10,000-pod eval a fraction of one whole decoded list.
+        # page by page and keeping only what the loop reads (`slim_pod`) keeps the peak
+        # memory of a 10,000-pod eval a fraction of one whole decoded list.
         pods: list[dict[str, Any]] = []
         token = ""
         while True:
@@ -236,10 +288,9 @@ class Kube:
             if status == 410:  # the snapshot expired mid-list: start over
                 pods, token = [], ""
                 continue
-            for pod in data.get("items") or []:
-                (pod.get("metadata") or {}).pop("managedFields", None)
-                pods.append(pod)
+            pods.extend(slim_pod(pod) for pod in data.get("items") or [])
             token = (data.get("metadata") or {}).get("continue") or ""
+            del data  # NB: free the decoded page before the next one is read
             if not token:
                 return pods
 

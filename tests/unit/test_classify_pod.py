@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from passhat.api.spec import Grading
+from passhat.operator.kube import slim_pod
 from passhat.trials import Outcome
 from passhat.trials.classify_pod import POD_RULES, classify_pod, verdict_for_vanished_pod
 
@@ -59,7 +60,10 @@ def disruption(reason: str) -> list[dict[str, Any]]:
 
 
 def classify(p: dict[str, Any], *, after_s: float = 5, timeout_is: Any = "infra_error") -> Any:
+    """(outcome, reason) of `p`; also checks the operator's slimmed pod gets the same."""
     verdict = classify_pod(p, grading=Grading(), timeout_is=timeout_is, now=T0 + after_s)
+    slim = classify_pod(slim_pod(p), grading=Grading(), timeout_is=timeout_is, now=T0 + after_s)
+    assert slim == verdict
     return None if verdict is None else (verdict.outcome, verdict.reason)
 
 

@@ -1,0 +1,108 @@
+"""`Kube.list_pods` keeps only what the loop reads: same verdicts, paging, 410 restarts."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import client
+
+from passhat.api.spec import Grading
+from passhat.operator.kube import Kube, slim_pod
+from passhat.operator.loop import _duration
+from passhat.operator.pods import pod_key
+from passhat.trials.classify_pod import classify_pod
+
+PODS = Path(__file__).resolve().parents[1] / "fixtures" / "pods"
+FIXTURES = sorted(p.name for p in PODS.glob("*.json"))
+
+
+def fixture(name: str) -> dict[str, Any]:
+    pod: dict[str, Any] = json.loads((PODS / name).read_text())
+    return pod
+
+
+@pytest.mark.parametrize("name", FIXTURES)
+@pytest.mark.parametrize("age_s", [1.0, 30.0, 3600.0])
+@pytest.mark.parametrize("timeout_is", ["infra_error", "fail"])
+def test_slim_pod_classifies_like_the_whole_pod(name: str, age_s: float, timeout_is: Any) -> None:
+    """Every captured pod gets the same verdict (and message), key and duration slimmed."""
+    pod = fixture(name)
+    created = datetime.fromisoformat(pod["metadata"]["creationTimestamp"].replace("Z", "+00:00"))
+    slim = slim_pod(pod)
+
+    def verdict(p: dict[str, Any]) -> Any:
+        return classify_pod(
+            p, grading=Grading(), timeout_is=timeout_is, now=created.timestamp() + age_s
+        )
+
+    assert verdict(slim) == verdict(pod)
+    assert pod_key(slim) == pod_key(pod)
+    assert _duration(slim) == _duration(pod)
+
+
+def test_slim_pod_keeps_only_what_is_read() -> None:
+    """Metadata the loop reads, container names, the grace period, the whole status."""
+    pod = fixture("kwok_exit0.json")
+    slim = slim_pod(pod)
+    assert set(slim) == {"metadata", "spec", "status"}
+    assert set(slim["metadata"]) == {"name", "uid", "labels", "finalizers", "creationTimestamp"}
+    assert slim["metadata"]["labels"] == pod["metadata"]["labels"]
+    assert slim["spec"] == {
+        "containers": [{"name": c["name"]} for c in pod["spec"]["containers"]],
+        "terminationGracePeriodSeconds": pod["spec"]["terminationGracePeriodSeconds"],
+    }
+    assert slim["status"] == pod["status"]
+    assert len(json.dumps(slim)) < len(json.dumps(pod)) / 2
+    deleted = slim_pod(fixture("sigterm_deleted.json"))["metadata"]
+    assert {"deletionTimestamp", "deletionGracePeriodSeconds"} <= set(deleted)
+
+
+@pytest.mark.parametrize(
+    "pod",
+    [{}, {"metadata": 3, "spec": "x"}, {"spec": {"containers": [3, {"image": "i"}]}}],
+)
+def test_slim_pod_of_odd_pods_does_not_raise(pod: dict[str, Any]) -> None:
+    """Malformed parts become empty ones, as the classifier would read them."""
+    slim = slim_pod(pod)
+    assert classify_pod(slim, grading=Grading(), now=0.0) == classify_pod(
+        pod, grading=Grading(), now=0.0
+    )
+
+
+class PagedKube(Kube):
+    """`Kube` whose HTTP layer serves pages of pods from a list (and a 410 once)."""
+
+    def __init__(self, pages: list[list[dict[str, Any]]], *, expire_once: bool) -> None:
+        super().__init__(client.Configuration())
+        self.pages = pages
+        self.expire_once = expire_once
+        self.queries: list[dict[str, str]] = []
+
+    def _request(self, verb: str, method: str, path: str, **kwargs: Any) -> tuple[int, Any]:
+        query = dict(kwargs.get("query") or {})
+        self.queries.append(query)
+        index = int(query.get("continue") or 0)
+        if index == 1 and self.expire_once:
+            self.expire_once = False
+            return 410, {"message": "the continue token expired"}
+        more = {"continue": str(index + 1)} if index + 1 < len(self.pages) else {}
+        return 200, {"items": [dict(p) for p in self.pages[index]], "metadata": more}
+
+
+def test_list_pods_pages_slims_and_restarts_on_410() -> None:
+    """Pages are followed, each pod slimmed; an expired snapshot starts the list over."""
+    pod = fixture("kwok_exit0.json")
+    pages = [[pod, pod], [pod], [pod]]
+    kube = PagedKube(pages, expire_once=True)
+    try:
+        pods = kube.list_pods("ns", "uid-1")
+    finally:
+        kube.close()
+    assert pods == [slim_pod(pod)] * 4
+    assert [q.get("continue") for q in kube.queries] == [None, "1", None, "1", "2"]
+    assert all(q["labelSelector"].startswith("passhat.dev/eval-uid=uid-1") for q in kube.queries)
+    assert all(q["limit"] == "500" for q in kube.queries)
