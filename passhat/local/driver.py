@@ -31,7 +31,7 @@ from passhat.local.journal import Journal, read_numbered_journal
 from passhat.local.plan import Plan, make_plan
 from passhat.local.progress import display_for
 from passhat.local.rundir import default_base, latest_run_dir, new_run_dir
-from passhat.local.spawner import TranscriptError
+from passhat.local.sandbox import TranscriptError
 from passhat.stats import KSummary, summarize_many, tally
 from passhat.trials.ledger import LedgerError, SlotLedger
 from passhat.trials.outcomes import Outcome, Verdict

@@ -1,15 +1,17 @@
 """The local executor: runs every pending trial slot of a plan as sandboxed subprocesses.
 
-One loop, one thread, no per-attempt threads and no polling: each running attempt is a
+One loop on one thread, no per-attempt threads and no polling: each running attempt is a
 pidfd in an epoll, and the loop sleeps until an attempt ends, a timeout or retry backoff
-falls due, or a stop is requested. Attempts are started by a few spawner threads
-(`passhat.local.spawner`) so that their start-up waits overlap. When an attempt ends, the
-whole of it is settled in one place (`_finish`): its process group and cgroup are
-emptied, it is classified (`passhat.trials.classify_exit`), folded into the `SlotLedger`
-(exactly once) and appended to the journal, and a retry is scheduled when the retry plan
-allows one. The loop does not run on the main thread: with cgroup v1 a spawning thread
-steps into the attempt's cgroup (see `passhat.local.cgroup`), which the main thread must
-never do, and the main thread is left to turn signals into `stop()`.
+falls due, or a stop is requested. The loop starts attempts itself (`posix_spawn`, which
+returns once the child has exec'd): with no other thread to hand work to, a start costs
+no lock, queue or wake-up, which is what a thousand short trials spend their time on.
+When an attempt ends, the whole of it is settled in one place (`_finish`): its process
+group and cgroup are emptied, it is classified (`passhat.trials.classify_exit`), folded
+into the `SlotLedger` (exactly once) and appended to the journal, and a retry is
+scheduled when the retry plan allows one. The loop does not run on the main thread: with
+cgroup v1 the spawning thread steps into the attempt's cgroup (see
+`passhat.local.cgroup`), which the main thread must never do, and the main thread is left
+to turn signals into `stop()`.
 
 Stopping (Ctrl-C, SIGTERM) kills the running attempts and records nothing for them:
 they run again on `--resume`, under the same attempt numbers.
@@ -36,19 +38,16 @@ from passhat.local.capacity import Capacity
 from passhat.local.cgroup import Pool, Slot
 from passhat.local.journal import Journal
 from passhat.local.plan import Plan
-from passhat.local.sandbox import Scratch, expand
-from passhat.local.spawner import Spawner, SpawnRequest
+from passhat.local.sandbox import Scratch, expand, open_transcript, own_cwd, spawn
 from passhat.trials.classify import classify_exit, normalize_exit_code
 from passhat.trials.ledger import SlotLedger
 from passhat.trials.outcomes import Outcome, Verdict
 from passhat.trials.result import MAX_RESULT_BYTES, parse_result
 
-__all__ = ["KILL_GRACE", "SPAWN_THREADS", "Attempt", "Executor", "Progress", "transcript_name"]
+__all__ = ["KILL_GRACE", "Attempt", "Executor", "Progress", "transcript_name"]
 
 # Seconds between SIGTERM and SIGKILL of a timed-out attempt's process group.
 KILL_GRACE = 2.0
-# Threads that start attempts (their start-up waits overlap; see passhat.local.spawner).
-SPAWN_THREADS = 4
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
 
 
@@ -106,7 +105,6 @@ class Executor:
         on_record: Callable[[dict[str, Any]], None] | None = None,
         on_progress: Callable[[Progress], None] | None = None,
         fresh_transcripts: bool = True,
-        spawn_threads: int = SPAWN_THREADS,
     ) -> None:
         self.plan = plan
         self.ledger = ledger
@@ -117,7 +115,6 @@ class Executor:
         self.on_record = on_record
         self.on_progress = on_progress
         self.fresh_transcripts = fresh_transcripts
-        self.spawn_threads = max(1, min(spawn_threads, plan.parallelism))
         self.progress = Progress(slots=plan.slots, done=ledger.done, retries=ledger.retries)
         self._stop = threading.Event()
         self._wake_r, self._wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
@@ -129,7 +126,7 @@ class Executor:
         self._free_workers: list[int] = []
         self._workers = 0
         self._scratch: Scratch | None = None
-        self._spawner: Spawner | None = None
+        self._private_cwd = False
         self._watch_rss = pool is None and plan.limits.memory is not None
         self._next_rss = 0.0
 
@@ -146,17 +143,14 @@ class Executor:
         """Run until every slot is final (True) or a stop was requested (False)."""
         self._scratch = Scratch()
         _close_inherited_fds()
-        self._spawner = Spawner(
-            threads=self.spawn_threads,
-            pool=self.pool,
-            on_started=self._on_started,
-            on_failed=self._wake,
-        )
+        self._private_cwd = own_cwd()
+        home = os.open(".", os.O_RDONLY | os.O_CLOEXEC)
         try:
             return self._loop()
         finally:
             self._kill_all()
-            self._spawner.close()
+            os.fchdir(home)
+            os.close(home)
             self._scratch.close()
             self._epoll.close()
             os.close(self._wake_r)
@@ -164,7 +158,6 @@ class Executor:
 
     def _loop(self) -> bool:
         plan = self.plan
-        assert self._spawner is not None
         # NB: trial-major order, so a partial run already covers every task
         fresh = deque(
             (task, trial)
@@ -192,9 +185,6 @@ class Executor:
                 if fd == self._wake_r:
                     with contextlib.suppress(BlockingIOError):
                         os.read(self._wake_r, 4096)
-                    for request in self._spawner.failures():
-                        self._forget(request.tag)
-                        raise request.error or OSError("the trial did not start")
                     continue
                 attempt = self._fds.pop(fd)
                 retry_at = self._finish(attempt)
@@ -217,8 +207,8 @@ class Executor:
         return max(0.0, min(due) - time.monotonic())
 
     def _start(self, task: int, trial: int) -> None:
-        plan, scratch, spawner = self.plan, self._scratch, self._spawner
-        assert scratch is not None and spawner is not None
+        plan, scratch = self.plan, self._scratch
+        assert scratch is not None
         attempt_no = self.ledger.next_attempt(task, trial)
         worker = self._free_workers.pop() if self._free_workers else self._new_worker()
         workdir = scratch.workdir(worker)
@@ -249,29 +239,40 @@ class Executor:
         )
         self._active.add(attempt)
         self.capacity.take(plan.requests)
-        self.progress.running = len(self._active)
-        spawner.submit(
-            SpawnRequest(
-                executable=plan.executable,
-                argv=argv,
-                env=env,
-                cwd=workdir,
-                transcript=self._transcript_path(task, trial, attempt_no),
-                cgroup=attempt.cgroup,
-                tag=attempt,
-            )
-        )
-
-    def _on_started(self, request: SpawnRequest) -> None:
-        """Hand a started attempt to the loop (runs on a spawner thread)."""
-        attempt: Attempt = request.tag
-        assert request.pid is not None
-        attempt.pidfd = os.pidfd_open(request.pid)
-        attempt.pid = request.pid
+        transcript = self._transcript_path(task, trial, attempt_no)
+        try:
+            attempt.pid = self._spawn(argv, env, workdir, transcript, attempt.cgroup)
+        except BaseException:
+            self._forget(attempt)
+            raise
+        attempt.pidfd = os.pidfd_open(attempt.pid)
         self._by_pid[attempt.pid] = attempt
         self._fds[attempt.pidfd] = attempt
-        # NB: registered last: the loop may handle the attempt's end right away
         self._epoll.register(attempt.pidfd, select.EPOLLIN)
+        self.progress.running = len(self._active)
+
+    def _spawn(
+        self, argv: list[str], env: dict[str, str], cwd: str, transcript: str, slot: Slot | None
+    ) -> int:
+        """Start one attempt in `cwd` (and cgroup `slot`) with its output into `transcript`."""
+        if not self._private_cwd:
+            home = os.open(".", os.O_RDONLY | os.O_CLOEXEC)
+        os.chdir(cwd)
+        try:
+            out = open_transcript(transcript)
+            try:
+                pool = self.pool
+                if slot is None or pool is None:
+                    return spawn(self.plan.executable, argv, env, out=out)
+                wrapper = slot.procs_path if pool.placement == "wrapper" else None
+                with pool.entered(slot):
+                    return spawn(self.plan.executable, argv, env, out=out, wrapper_procs=wrapper)
+            finally:
+                os.close(out)
+        finally:
+            if not self._private_cwd:
+                os.fchdir(home)
+                os.close(home)
 
     def _forget(self, attempt: Attempt) -> None:
         """Drop an attempt that ended (or never started) from the running set."""
@@ -401,10 +402,6 @@ class Executor:
                     os.kill(pid, signal.SIGKILL)
 
     def _kill_all(self) -> None:
-        assert self._spawner is not None
-        self._spawner.wait_idle()
-        for request in self._spawner.failures():
-            self._forget(request.tag)
         for attempt in list(self._by_pid.values()):
             self._kill(attempt, signal.SIGKILL)
             self._reap(attempt)

@@ -18,6 +18,7 @@ directory plays the role of the image.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import re
 import shutil
@@ -30,10 +31,13 @@ from passhat.api.errors import SpecError
 __all__ = [
     "CALLER_VARS",
     "Scratch",
+    "TranscriptError",
     "base_env",
     "container_command",
     "container_env",
     "expand",
+    "open_transcript",
+    "own_cwd",
     "spawn",
 ]
 
@@ -41,6 +45,8 @@ CALLER_VARS = ("PATH", "LANG", "LANGUAGE", "TZ", "TERM")
 CONTAINER = "spec.trial.template.spec.containers[0]"
 # The v2 cgroup wrapper: join the cgroup whose cgroup.procs is $0, then become the trial.
 WRAPPER = 'echo $$ > "$0" || exit 125; exec "$@"'
+
+_CLONE_FS = 0x200
 
 _VAR = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)")
 
@@ -215,3 +221,35 @@ def spawn(
         argv = ["/bin/sh", "-c", WRAPPER, wrapper_procs, executable, *argv[1:]]
         executable = "/bin/sh"
     return os.posix_spawn(executable, argv, env, file_actions=actions, setsid=True)
+
+
+class TranscriptError(OSError):
+    """The transcript file of an attempt could not be created."""
+
+
+def open_transcript(path: str) -> int:
+    """Create (truncate) the transcript file at `path`, and its directory; an open fd."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC
+    try:
+        try:
+            return os.open(path, flags, 0o644)
+        except FileNotFoundError:
+            with contextlib.suppress(FileExistsError):
+                os.makedirs(os.path.dirname(path))
+            return os.open(path, flags, 0o644)
+    except OSError as err:
+        raise TranscriptError(err.errno, err.strerror, path) from None
+
+
+def own_cwd() -> bool:
+    """Give the calling thread a working directory of its own (Linux `unshare(CLONE_FS)`).
+
+    Python 3.11's `posix_spawn` has no working-directory action, so the spawning thread
+    chdirs into the attempt's directory first; with its own cwd that disturbs no other
+    thread. False where this is not possible (then the caller switches back after).
+    """
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return bool(libc.unshare(_CLONE_FS) == 0)
+    except (OSError, AttributeError):
+        return False
