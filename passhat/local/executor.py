@@ -1,17 +1,15 @@
 """The local executor: runs every pending trial slot of a plan as sandboxed subprocesses.
 
-One loop on one thread, no per-attempt threads and no polling: each running attempt is a
+One loop, one thread, no per-attempt threads and no polling: each running attempt is a
 pidfd in an epoll, and the loop sleeps until an attempt ends, a timeout or retry backoff
-falls due, or a stop is requested. The loop starts attempts itself (`posix_spawn`, which
-returns once the child has exec'd): with no other thread to hand work to, a start costs
-no lock, queue or wake-up, which is what a thousand short trials spend their time on.
-When an attempt ends, the whole of it is settled in one place (`_finish`): its process
-group and cgroup are emptied, it is classified (`passhat.trials.classify_exit`), folded
-into the `SlotLedger` (exactly once) and appended to the journal, and a retry is
-scheduled when the retry plan allows one. The loop does not run on the main thread: with
-cgroup v1 the spawning thread steps into the attempt's cgroup (see
-`passhat.local.cgroup`), which the main thread must never do, and the main thread is left
-to turn signals into `stop()`.
+falls due, or a stop is requested. Attempts are started by a few spawner threads
+(`passhat.local.spawner`) so that their start-up waits overlap. When an attempt ends, the
+whole of it is settled in one place (`_finish`): its process group and cgroup are
+emptied, it is classified (`passhat.trials.classify_exit`), folded into the `SlotLedger`
+(exactly once) and appended to the journal, and a retry is scheduled when the retry plan
+allows one. The loop does not run on the main thread: with cgroup v1 a spawning thread
+steps into the attempt's cgroup (see `passhat.local.cgroup`), which the main thread must
+never do, and the main thread is left to turn signals into `stop()`.
 
 Stopping (Ctrl-C, SIGTERM) kills the running attempts and records nothing for them:
 they run again on `--resume`, under the same attempt numbers.
@@ -26,6 +24,7 @@ import os
 import re
 import select
 import signal
+import subprocess
 import threading
 import time
 from collections import deque
@@ -38,16 +37,19 @@ from passhat.local.capacity import Capacity
 from passhat.local.cgroup import Pool, Slot
 from passhat.local.journal import Journal
 from passhat.local.plan import Plan
-from passhat.local.sandbox import Scratch, expand, open_transcript, own_cwd, spawn
+from passhat.local.sandbox import Scratch, expand
+from passhat.local.spawner import Spawner, SpawnRequest
 from passhat.trials.classify import classify_exit, normalize_exit_code
 from passhat.trials.ledger import SlotLedger
 from passhat.trials.outcomes import Outcome, Verdict
 from passhat.trials.result import MAX_RESULT_BYTES, parse_result
 
-__all__ = ["KILL_GRACE", "Attempt", "Executor", "Progress", "transcript_name"]
+__all__ = ["KILL_GRACE", "SPAWN_THREADS", "Attempt", "Executor", "Progress", "transcript_name"]
 
 # Seconds between SIGTERM and SIGKILL of a timed-out attempt's process group.
 KILL_GRACE = 2.0
+# Threads that start attempts (their start-up waits overlap; see passhat.local.spawner).
+SPAWN_THREADS = 4
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
 
 
@@ -84,6 +86,7 @@ class Attempt:
     deadline: float
     cgroup: Slot | None = None
     pid: int = -1
+    process: subprocess.Popen[bytes] | None = None
     pidfd: int = -1
     kill_at: float | None = None
     timed_out: bool = False
@@ -105,6 +108,7 @@ class Executor:
         on_record: Callable[[dict[str, Any]], None] | None = None,
         on_progress: Callable[[Progress], None] | None = None,
         fresh_transcripts: bool = True,
+        spawn_threads: int = SPAWN_THREADS,
     ) -> None:
         self.plan = plan
         self.ledger = ledger
@@ -115,6 +119,7 @@ class Executor:
         self.on_record = on_record
         self.on_progress = on_progress
         self.fresh_transcripts = fresh_transcripts
+        self.spawn_threads = max(1, min(spawn_threads, plan.parallelism))
         self.progress = Progress(slots=plan.slots, done=ledger.done, retries=ledger.retries)
         self._stop = threading.Event()
         self._wake_r, self._wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
@@ -126,7 +131,8 @@ class Executor:
         self._free_workers: list[int] = []
         self._workers = 0
         self._scratch: Scratch | None = None
-        self._private_cwd = False
+        self._spawner: Spawner | None = None
+        self._transcript_dirs: dict[int, str] = {}
         self._watch_rss = pool is None and plan.limits.memory is not None
         self._next_rss = 0.0
 
@@ -143,14 +149,17 @@ class Executor:
         """Run until every slot is final (True) or a stop was requested (False)."""
         self._scratch = Scratch()
         _close_inherited_fds()
-        self._private_cwd = own_cwd()
-        home = os.open(".", os.O_RDONLY | os.O_CLOEXEC)
+        self._spawner = Spawner(
+            threads=self.spawn_threads,
+            pool=self.pool,
+            on_started=self._on_started,
+            on_failed=self._wake,
+        )
         try:
             return self._loop()
         finally:
             self._kill_all()
-            os.fchdir(home)
-            os.close(home)
+            self._spawner.close()
             self._scratch.close()
             self._epoll.close()
             os.close(self._wake_r)
@@ -158,6 +167,7 @@ class Executor:
 
     def _loop(self) -> bool:
         plan = self.plan
+        assert self._spawner is not None
         # NB: trial-major order, so a partial run already covers every task
         fresh = deque(
             (task, trial)
@@ -185,6 +195,9 @@ class Executor:
                 if fd == self._wake_r:
                     with contextlib.suppress(BlockingIOError):
                         os.read(self._wake_r, 4096)
+                    for request in self._spawner.failures():
+                        self._forget(request.tag)
+                        raise request.error or OSError("the trial did not start")
                     continue
                 attempt = self._fds.pop(fd)
                 retry_at = self._finish(attempt)
@@ -207,8 +220,8 @@ class Executor:
         return max(0.0, min(due) - time.monotonic())
 
     def _start(self, task: int, trial: int) -> None:
-        plan, scratch = self.plan, self._scratch
-        assert scratch is not None
+        plan, scratch, spawner = self.plan, self._scratch, self._spawner
+        assert scratch is not None and spawner is not None
         attempt_no = self.ledger.next_attempt(task, trial)
         worker = self._free_workers.pop() if self._free_workers else self._new_worker()
         workdir = scratch.workdir(worker)
@@ -239,40 +252,30 @@ class Executor:
         )
         self._active.add(attempt)
         self.capacity.take(plan.requests)
-        transcript = self._transcript_path(task, trial, attempt_no)
-        try:
-            attempt.pid = self._spawn(argv, env, workdir, transcript, attempt.cgroup)
-        except BaseException:
-            self._forget(attempt)
-            raise
+        self.progress.running = len(self._active)
+        spawner.submit(
+            SpawnRequest(
+                executable=plan.executable,
+                argv=argv,
+                env=env,
+                cwd=workdir,
+                transcript=self._transcript_path(task, trial, attempt_no),
+                cgroup=attempt.cgroup,
+                tag=attempt,
+            )
+        )
+
+    def _on_started(self, request: SpawnRequest) -> None:
+        """Hand a started attempt to the loop (runs on a spawner thread)."""
+        attempt: Attempt = request.tag
+        assert request.process is not None
+        attempt.process = request.process
+        attempt.pid = request.process.pid
         attempt.pidfd = os.pidfd_open(attempt.pid)
         self._by_pid[attempt.pid] = attempt
         self._fds[attempt.pidfd] = attempt
+        # NB: registered last: the loop may handle the attempt's end right away
         self._epoll.register(attempt.pidfd, select.EPOLLIN)
-        self.progress.running = len(self._active)
-
-    def _spawn(
-        self, argv: list[str], env: dict[str, str], cwd: str, transcript: str, slot: Slot | None
-    ) -> int:
-        """Start one attempt in `cwd` (and cgroup `slot`) with its output into `transcript`."""
-        if not self._private_cwd:
-            home = os.open(".", os.O_RDONLY | os.O_CLOEXEC)
-        os.chdir(cwd)
-        try:
-            out = open_transcript(transcript)
-            try:
-                pool = self.pool
-                if slot is None or pool is None:
-                    return spawn(self.plan.executable, argv, env, out=out)
-                wrapper = slot.procs_path if pool.placement == "wrapper" else None
-                with pool.entered(slot):
-                    return spawn(self.plan.executable, argv, env, out=out, wrapper_procs=wrapper)
-            finally:
-                os.close(out)
-        finally:
-            if not self._private_cwd:
-                os.fchdir(home)
-                os.close(home)
 
     def _forget(self, attempt: Attempt) -> None:
         """Drop an attempt that ended (or never started) from the running set."""
@@ -291,7 +294,10 @@ class Executor:
         return self._workers - 1
 
     def _transcript_path(self, task: int, trial: int, attempt: int) -> str:
-        directory = os.path.join(self.transcripts, transcript_name(self.plan.task_ids[task]))
+        directory = self._transcript_dirs.get(task)
+        if directory is None:
+            name = transcript_name(self.plan.task_ids[task])
+            directory = self._transcript_dirs[task] = os.path.join(self.transcripts, name)
         path = os.path.join(directory, f"{trial}-{attempt}.log")
         if not self.fresh_transcripts:
             # NB: an orphan of a killed run may still hold the old file open
@@ -306,11 +312,9 @@ class Executor:
         self._epoll.unregister(attempt.pidfd)
         self._fds.pop(attempt.pidfd, None)
         os.close(attempt.pidfd)
-        try:
-            _, status = os.waitpid(attempt.pid, 0)
-        except ChildProcessError:
+        if attempt.process is None:
             return None
-        return normalize_exit_code(os.waitstatus_to_exitcode(status))
+        return normalize_exit_code(attempt.process.wait())
 
     def _finish(self, attempt: Attempt) -> float | None:
         """Settle an attempt that ended; the monotonic time to retry its slot, if any."""
@@ -402,6 +406,10 @@ class Executor:
                     os.kill(pid, signal.SIGKILL)
 
     def _kill_all(self) -> None:
+        assert self._spawner is not None
+        self._spawner.wait_idle()
+        for request in self._spawner.failures():
+            self._forget(request.tag)
         for attempt in list(self._by_pid.values()):
             self._kill(attempt, signal.SIGKILL)
             self._reap(attempt)

@@ -96,7 +96,7 @@ class Journal:
 
     def append(self, record: Mapping[str, Any]) -> None:
         """Write one record now (one `write` call); it reaches the disk within SYNC_INTERVAL."""
-        line = json.dumps({key: record[key] for key in FIELDS}, separators=(", ", ": "))
+        line = json.dumps({key: record[key] for key in FIELDS})
         data = (line + "\n").encode()
         written = os.write(self._fd, data)
         while written < len(data):

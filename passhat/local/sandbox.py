@@ -18,10 +18,10 @@ directory plays the role of the image.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import os
 import re
 import shutil
+import subprocess
 import tempfile
 from collections.abc import Mapping
 from typing import Any
@@ -37,7 +37,6 @@ __all__ = [
     "container_env",
     "expand",
     "open_transcript",
-    "own_cwd",
     "spawn",
 ]
 
@@ -45,8 +44,6 @@ CALLER_VARS = ("PATH", "LANG", "LANGUAGE", "TZ", "TERM")
 CONTAINER = "spec.trial.template.spec.containers[0]"
 # The v2 cgroup wrapper: join the cgroup whose cgroup.procs is $0, then become the trial.
 WRAPPER = 'echo $$ > "$0" || exit 125; exec "$@"'
-
-_CLONE_FS = 0x200
 
 _VAR = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)")
 
@@ -147,7 +144,7 @@ class Scratch:
 
     def workdir(self, slot: int) -> str:
         """The (empty) working directory of `slot`."""
-        path = os.path.join(self.root, f"w{slot}")
+        path = self.root + f"/w{slot}"
         if slot not in self._made:
             os.mkdir(path, 0o700)
             self._made.add(slot)
@@ -169,9 +166,8 @@ class Scratch:
             # NB: a trial may have put a directory where its result file goes
             _remove_tree(result)
         try:
-            with os.scandir(path) as entries:
-                if next(entries, None) is None:
-                    return
+            if not os.listdir(path):
+                return
         except FileNotFoundError:
             self._made.discard(slot)
             return
@@ -204,23 +200,33 @@ def spawn(
     argv: list[str],
     env: Mapping[str, str],
     *,
+    cwd: str,
     out: int,
     wrapper_procs: str | None = None,
-) -> int:
-    """Start one attempt in a new session, in the calling thread's cwd; its pid.
+) -> subprocess.Popen[bytes]:
+    """Start one attempt in `cwd`, in a new session; its process.
 
     stdin is /dev/null, stdout and stderr go to the open file `out`. With `wrapper_procs`
-    the attempt first joins the cgroup whose `cgroup.procs` that is.
+    the attempt first joins the cgroup whose `cgroup.procs` that is. `subprocess.Popen`
+    and not `os.posix_spawn`: both vfork, but Popen lets go of the GIL while the child
+    execs (posix_spawn holds it), so spawns on several threads overlap, and it changes the
+    child's working directory itself. The caller must keep the returned Popen until it
+    has reaped the process (`wait()`): a Popen dropped early would be reaped by the
+    subprocess module's own clean-up.
     """
-    actions = [
-        (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
-        (os.POSIX_SPAWN_DUP2, out, 1),
-        (os.POSIX_SPAWN_DUP2, out, 2),
-    ]
     if wrapper_procs is not None:
         argv = ["/bin/sh", "-c", WRAPPER, wrapper_procs, executable, *argv[1:]]
         executable = "/bin/sh"
-    return os.posix_spawn(executable, argv, env, file_actions=actions, setsid=True)
+    return subprocess.Popen(
+        argv,
+        executable=executable,
+        env=env,
+        cwd=cwd,
+        stdin=subprocess.DEVNULL,
+        stdout=out,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
 
 
 class TranscriptError(OSError):
@@ -239,17 +245,3 @@ def open_transcript(path: str) -> int:
             return os.open(path, flags, 0o644)
     except OSError as err:
         raise TranscriptError(err.errno, err.strerror, path) from None
-
-
-def own_cwd() -> bool:
-    """Give the calling thread a working directory of its own (Linux `unshare(CLONE_FS)`).
-
-    Python 3.11's `posix_spawn` has no working-directory action, so the spawning thread
-    chdirs into the attempt's directory first; with its own cwd that disturbs no other
-    thread. False where this is not possible (then the caller switches back after).
-    """
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        return bool(libc.unshare(_CLONE_FS) == 0)
-    except (OSError, AttributeError):
-        return False
