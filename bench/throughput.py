@@ -398,9 +398,7 @@ class Sandbox:
             try:
                 wait_for(
                     "the operator to release its pods",
-                    lambda: (
-                        not (operator.alive() and list_items(kube, f"/api/v1/namespaces/{ns}/pods"))
-                    ),
+                    lambda: not (operator.alive() and held_pods(kube, ns)),
                     timeout=release_wait,
                     interval=2,
                 )
@@ -451,6 +449,12 @@ def count_pods(kube: Kube, ns: str) -> int:
     page = kube.get(f"/api/v1/namespaces/{ns}/pods", limit="1") or {}
     remaining = int((page.get("metadata") or {}).get("remainingItemCount") or 0)
     return len(page.get("items") or []) + remaining
+
+
+def held_pods(kube: Kube, ns: str) -> list[str]:
+    """Names of the pods in `ns` that still hold a finalizer."""
+    pods = list_items(kube, f"/api/v1/namespaces/{ns}/pods")
+    return [name_of(pod) for pod in pods if pod["metadata"].get("finalizers")]
 
 
 def name_of(obj: dict[str, Any]) -> str:
@@ -637,9 +641,10 @@ def run_operator(
     done = int((status.get("progress") or {}).get("done") or 0)
     if done != trials:
         raise BenchError(f"the eval completed with progress.done={done}, expected {trials}")
+    # NB: like a Job's, finished trial pods stay until the eval is deleted; only released
     wait_for(
-        "the operator to delete its finished pods",
-        lambda: not list_items(kube, f"/api/v1/namespaces/{ns}/pods"),
+        "the operator to release its finished pods",
+        lambda: not held_pods(kube, ns),
         timeout=120,
         interval=1,
     )

@@ -1,7 +1,8 @@
 """Kubernetes API access for the reconcile loop: raw JSON in and out, retried, parallel.
 
-The loop needs a handful of calls (get an eval, list its pods, create a pod, write status
-with a resourceVersion precondition, release a finalizer, delete a pod, read a ConfigMap)
+The loop needs a handful of calls (get an eval, list its unrecorded pods, create a pod,
+write status with a resourceVersion precondition, release a finalizer and mark a pod
+recorded, delete a pod, read a ConfigMap)
 and it needs them fast: the benchmark compares the operator with the Job controller, so
 nothing here deserializes into client models, every call reads straight from the API
 server (never a possibly-stale cache: the exactly-once argument depends on it), and the
@@ -30,7 +31,7 @@ import urllib3
 from passhat import metrics
 from passhat.api.spec import GROUP, VERSION
 from passhat.operator.config import OperatorConfig
-from passhat.operator.pods import FINALIZER, LABEL_EVAL_UID
+from passhat.operator.pods import FINALIZER, LABEL_EVAL_UID, LABEL_RECORDED
 
 __all__ = ["ApiError", "Conflict", "EvalApi", "Kube", "load_client_config", "slim_pod"]
 
@@ -41,6 +42,11 @@ T = TypeVar("T")
 
 
 LIST_PAGE_SIZE = "500"
+# Trial pods of one eval whose outcome is not yet recorded and released (kept pods carry
+# LABEL_RECORDED and are never listed or watched again).
+_UNRECORDED = f"!{LABEL_RECORDED}"
+# JSON-patch path of the recorded label ("/" in a key is "~1", RFC 6901).
+_RECORDED_PATH = "/metadata/labels/" + LABEL_RECORDED.replace("~", "~0").replace("/", "~1")
 
 # The metadata fields of a listed pod that anything downstream of `list_pods` reads: the
 # loop (`pod_key`: labels; the deleted-pod grace: deletionTimestamp), the classifier
@@ -78,9 +84,8 @@ class EvalApi(Protocol):
         ...
 
     def list_pods(self, namespace: str, eval_uid: str) -> list[dict[str, Any]]:
-        """Every pod labelled with this eval's uid, read from the API server.
-
-        Each pod may be cut down to what the loop reads (`slim_pod`).
+        """Every pod labelled with this eval's uid and not (yet) labelled recorded, read
+        from the API server. Each pod may be cut down to what the loop reads (`slim_pod`).
         """
         ...
 
@@ -104,12 +109,16 @@ class EvalApi(Protocol):
         self,
         namespace: str,
         *,
+        keep: Sequence[Mapping[str, Any]],
         release: Sequence[Mapping[str, Any]],
         create: Sequence[Mapping[str, Any]],
     ) -> None:
-        """Release (finalizer, then delete) and create pods, all in parallel.
+        """Keep, release and create pods, all in parallel.
 
-        A pod that is already gone, or already exists (same name), is fine.
+        `keep`: finished pods whose outcome is recorded; ONE patch removes our finalizer
+        and adds the recorded label, and the pod stays until its eval is deleted.
+        `release`: remove our finalizer, then delete the pod (never recorded, or still
+        running). A pod that is already gone, or already exists (same name), is fine.
         """
         ...
 
@@ -275,7 +284,10 @@ class Kube:
         pods: list[dict[str, Any]] = []
         token = ""
         while True:
-            query = {"labelSelector": f"{LABEL_EVAL_UID}={eval_uid}", "limit": LIST_PAGE_SIZE}
+            query = {
+                "labelSelector": f"{LABEL_EVAL_UID}={eval_uid},{_UNRECORDED}",
+                "limit": LIST_PAGE_SIZE,
+            }
             if token:
                 query["continue"] = token
             status, data = self._request(
@@ -320,10 +332,12 @@ class Kube:
         self,
         namespace: str,
         *,
+        keep: Sequence[Mapping[str, Any]],
         release: Sequence[Mapping[str, Any]],
         create: Sequence[Mapping[str, Any]],
     ) -> None:
-        calls = [functools.partial(self._release_pod, namespace, pod) for pod in release]
+        calls = [functools.partial(self._keep_pod, namespace, pod) for pod in keep]
+        calls += [functools.partial(self._release_pod, namespace, pod) for pod in release]
         calls += [functools.partial(self._create_pod, namespace, pod) for pod in create]
         self._parallel(calls)
 
@@ -333,12 +347,16 @@ class Kube:
     def watch_pods(
         self, namespace: str, on_event: Callable[[str, Mapping[str, Any]], None]
     ) -> None:
-        """Stream the namespace's trial pod events to `on_event(type, pod)` until the server
-        ends the watch (a few minutes) or the connection fails (raises)."""
+        """Stream the namespace's unrecorded trial pod events to `on_event(type, pod)` until
+        the server ends the watch (a few minutes) or the connection fails (raises)."""
         from kubernetes.watch.watch import iter_resp_lines
 
         query = urllib.parse.urlencode(
-            {"labelSelector": LABEL_EVAL_UID, "watch": "true", "timeoutSeconds": "240"}
+            {
+                "labelSelector": f"{LABEL_EVAL_UID},{_UNRECORDED}",
+                "watch": "true",
+                "timeoutSeconds": "240",
+            }
         )
         method, url, headers, _, _ = self._client.param_serialize(
             method="GET",
@@ -379,21 +397,47 @@ class Kube:
             ok_statuses=(409,),
         )
 
+    def _keep_pod(self, namespace: str, pod: Mapping[str, Any]) -> None:
+        """Remove our finalizer and add the recorded label in one patch; the pod stays."""
+        label = {"op": "add", "path": _RECORDED_PATH, "value": "true"}
+        self._patch_out_finalizer(namespace, pod, extra=[label])
+
     def _release_pod(self, namespace: str, pod: Mapping[str, Any]) -> None:
         """Remove exactly our finalizer (a `test` op guards the index), then delete."""
         meta = pod.get("metadata") or {}
-        name = str(meta.get("name"))
-        path = f"/api/v1/namespaces/{namespace}/pods/{name}"
+        if not self._patch_out_finalizer(namespace, pod, extra=[]):
+            return
+        if meta.get("deletionTimestamp") is None:
+            precondition = {"preconditions": {"uid": meta.get("uid")}} if meta.get("uid") else {}
+            self._request(
+                "delete",
+                "DELETE",
+                f"/api/v1/namespaces/{namespace}/pods/{meta.get('name')}",
+                body={"kind": "DeleteOptions", "apiVersion": "v1", **precondition},
+                ok_statuses=(404, 409),
+            )
+
+    def _patch_out_finalizer(
+        self, namespace: str, pod: Mapping[str, Any], *, extra: list[dict[str, Any]]
+    ) -> bool:
+        """One JSON patch: remove exactly our finalizer (a `test` op guards its index) plus
+        the `extra` ops. Without our finalizer, only `extra` is applied (if any). False
+        when the pod is gone."""
+        meta = pod.get("metadata") or {}
+        path = f"/api/v1/namespaces/{namespace}/pods/{meta.get('name')}"
         current: Mapping[str, Any] | None = pod
         for _ in range(5):
             finalizers = list((current or {}).get("metadata", {}).get("finalizers") or [])
-            if FINALIZER not in finalizers:
-                break
-            index = finalizers.index(FINALIZER)
-            ops = [
-                {"op": "test", "path": f"/metadata/finalizers/{index}", "value": FINALIZER},
-                {"op": "remove", "path": f"/metadata/finalizers/{index}"},
-            ]
+            ops: list[dict[str, Any]] = []
+            if FINALIZER in finalizers:
+                index = finalizers.index(FINALIZER)
+                ops += [
+                    {"op": "test", "path": f"/metadata/finalizers/{index}", "value": FINALIZER},
+                    {"op": "remove", "path": f"/metadata/finalizers/{index}"},
+                ]
+            ops += extra
+            if not ops:
+                return True
             status, _ = self._request(
                 "patch",
                 "PATCH",
@@ -402,20 +446,12 @@ class Kube:
                 content_type="application/json-patch+json",
                 ok_statuses=(404, 422),
             )
+            if status == 404:
+                return False
             if status != 422:
-                if status == 404:
-                    return
-                break
+                return True
             # NB: 422 = the test op failed: the finalizer list changed; read it again.
             status, current = self._request("get", "GET", path, ok_statuses=(404,))
             if status == 404:
-                return
-        if meta.get("deletionTimestamp") is None:
-            precondition = {"preconditions": {"uid": meta.get("uid")}} if meta.get("uid") else {}
-            self._request(
-                "delete",
-                "DELETE",
-                path,
-                body={"kind": "DeleteOptions", "apiVersion": "v1", **precondition},
-                ok_statuses=(404, 409),
-            )
+                return False
+        return True

@@ -3,23 +3,29 @@
 A pass reads everything it decides on from the API server, never from memory:
 
 1. GET the eval (spec, `status.ledger`, resourceVersion).
-2. LIST its pods by the eval-uid label (a consistent read, not a cache).
-3. For each pod: an attempt the ledger already holds is only cleaned up (finalizer
-   released, pod deleted); the slot's current attempt is classified and, once terminal,
-   recorded in the ledger (final unless a retryable infra error).
+2. LIST its unrecorded pods: eval-uid label, no `recorded` label (a consistent read, not
+   a cache).
+3. For each pod: an attempt the ledger already holds is only released (the operator died
+   between recording and releasing it); the slot's current attempt is classified and,
+   once terminal, recorded in the ledger (final unless a retryable infra error).
 4. If anything changed, write the whole status ONCE, as a merge patch on the status
    subresource carrying the resourceVersion read in step 1: a 409 means someone else
    wrote in between, and the pass is dropped and run again from step 1.
-5. Only after that write: release the finalizers of the recorded pods, then delete them.
+5. Only after that write, release the recorded pods. A finished one (phase Succeeded or
+   Failed) is kept, like a Job's pods, until its eval is deleted: ONE patch removes our
+   finalizer and adds the `recorded` label, so no pass lists it again. One that still runs
+   (a sidecar, a pod stuck in image errors) or was never recorded is released and deleted.
 6. Create the pods of slots that are not final and have no pod for their current attempt,
    up to `parallelism` live pods (deterministic names: re-creating is a harmless 409).
 
 The operator may die between any two API calls. Every step is safe to repeat: the ledger
 refuses an attempt it already holds, a pod cannot vanish before its outcome is in status
-(our finalizer), and a slot whose current attempt has no pod was simply never created --
-so it is created now, under the same name. An outcome is never inferred from a missing
-pod. The only in-memory state is retry backoff and the image-error ConfigError counts;
-losing them on a restart means retrying sooner, never counting differently.
+(our finalizer), a pod is labelled recorded only after its outcome is in status (so one
+recorded but not yet released is still listed, and only released), and a slot whose
+current attempt has no pod was simply never created -- so it is created now, under the
+same name. An outcome is never inferred from a missing pod. The only in-memory state is
+retry backoff and the image-error ConfigError counts; losing them on a restart means
+retrying sooner, never counting differently.
 """
 
 from __future__ import annotations
@@ -102,6 +108,41 @@ class _ConfigProblem(Exception):
         self.message = message
         self.reason = reason
         self.terminal = terminal
+
+
+def _ended(pod: Mapping[str, Any]) -> bool:
+    """Whether the pod's phase is final (nothing of it runs any more)."""
+    return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
+
+
+def _recorded_in(ledger: SlotLedger | None, pod: Mapping[str, Any]) -> bool:
+    """Whether `ledger` holds the attempt `pod` ran."""
+    key = pod_key(pod)
+    if ledger is None or key is None:
+        return False
+    if key.task >= ledger.n_tasks or key.trial >= ledger.trials:
+        return False
+    return ledger.is_final(key.task, key.trial) or key.attempt < ledger.next_attempt(
+        key.task, key.trial
+    )
+
+
+def _dispose(
+    pods: list[Mapping[str, Any]], ledger: SlotLedger | None
+) -> tuple[list[Mapping[str, Any]], list[Mapping[str, Any]]]:
+    """(keep, release): finished pods whose attempt `ledger` holds are kept (released and
+    labelled recorded); every other pod is released and deleted."""
+    keep = [pod for pod in pods if _ended(pod) and _recorded_in(ledger, pod)]
+    kept = {id(pod) for pod in keep}
+    return keep, [pod for pod in pods if id(pod) not in kept]
+
+
+def _ledger_of(status: Mapping[str, Any]) -> SlotLedger | None:
+    """The ledger in `status`, or None when there is none (or it cannot be read)."""
+    try:
+        return SlotLedger.unpack(str(status["ledger"])) if status.get("ledger") else None
+    except LedgerError:
+        return None
 
 
 def _parse_time(value: Any) -> float | None:
@@ -204,8 +245,9 @@ class EvalLoop:
 
         if is_terminal(previous):
             # Finished before (maybe by an earlier process): only clean up leftovers.
+            keep, release = _dispose(list(pods), _ledger_of(previous))
             if pods:
-                api.release_pods(ref.namespace, pods)
+                api.settle(ref.namespace, keep=keep, release=release, create=[])
             return PassResult(PassState.DONE, released=len(pods))
 
         packed = previous.get("ledger")
@@ -224,27 +266,27 @@ class EvalLoop:
 
         spec, tasks = resolved.spec, resolved.tasks
         plan = RetryPlan.from_policy(spec.retry)
-        cleanup: list[Mapping[str, Any]] = []
+        # Pods to let go once status is written: recorded (now or before) or unexplainable.
+        done: list[Mapping[str, Any]] = []
         live: set[tuple[int, int]] = set()
         recorded: list[Recorded] = []
-        recorded_pods: list[Mapping[str, Any]] = []
 
         for pod in pods:
             key = pod_key(pod)
             if key is None or key.task >= ledger.n_tasks or key.trial >= ledger.trials:
                 logger.warning("%s: pod %s has no valid slot labels", ref.name, _name(pod))
-                cleanup.append(pod)
+                done.append(pod)
                 continue
             slot = (key.task, key.trial)
             current = ledger.next_attempt(*slot)
             if ledger.is_final(*slot) or key.attempt < current:
-                cleanup.append(pod)  # recorded before: only release and delete
+                done.append(pod)  # recorded before, not yet released: only release it
                 continue
             if key.attempt > current:
                 # NB: cannot happen (attempt a+1 is created only after a is in status);
                 # such a pod is not explainable by this ledger, so it is not counted.
                 logger.warning("%s: pod %s is ahead of the ledger", ref.name, _name(pod))
-                cleanup.append(pod)
+                done.append(pod)
                 continue
             verdict = self._classify(pod, spec, now)
             if verdict is None:
@@ -256,7 +298,7 @@ class EvalLoop:
             recorded.append(
                 Recorded(tasks[key.task].id, key, verdict, final, _duration(pod), delay)
             )
-            recorded_pods.append(pod)
+            done.append(pod)
 
         start_problem = self._note_start_failures(
             recorded, spec, ledger, [task.id for task in tasks]
@@ -310,21 +352,23 @@ class EvalLoop:
             self._after_write(body, previous, status, recorded, start_problem, now)
 
         # From here on the recorded outcomes are safe in status.
-        release = pods if start_problem is not None else recorded_pods + cleanup
+        # NB: a stopped eval lets every pod go, also the live ones (they are deleted).
+        keep, release = _dispose(list(pods) if start_problem is not None else done, ledger)
         create = [build_pod(eval_ref=ref, spec=spec, task=tasks[k.task], key=k) for k in to_create]
-        if release or create:
+        let_go = len(keep) + len(release)
+        if let_go or create:
             try:
-                api.settle(ref.namespace, release=release, create=create)
+                api.settle(ref.namespace, keep=keep, release=release, create=create)
             except ApiError as err:
                 if not _refused_for_good(err):
                     raise
                 # NB: the next pass stops the eval with a ConfigError naming the cause.
                 self._pod_refused = str(err)
-                return PassResult(PassState.CONTINUE, recorded, 0, len(release), status)
+                return PassResult(PassState.CONTINUE, recorded, 0, let_go, status)
         if start_problem is not None:
-            return PassResult(PassState.DONE, recorded, 0, len(release), status)
+            return PassResult(PassState.DONE, recorded, 0, let_go, status)
         state = PassState.DONE if ledger.complete and not live else PassState.CONTINUE
-        return PassResult(state, recorded, len(to_create), len(release), status)
+        return PassResult(state, recorded, len(to_create), let_go, status)
 
     # -- pieces of the pass -------------------------------------------------------------------
 
@@ -493,7 +537,8 @@ class EvalLoop:
                 self._on_status(self.ref, status)
             self._emit(body, events.config_error(field="", message=problem.message))
         if pods:
-            self.api.release_pods(self.ref.namespace, pods)
+            keep, release = _dispose(list(pods), _ledger_of(previous))
+            self.api.settle(self.ref.namespace, keep=keep, release=release, create=[])
         state = PassState.DONE if problem.terminal else PassState.CONTINUE
         return PassResult(state, released=len(pods), status=written)
 

@@ -2,9 +2,10 @@
 
 Everything the exactly-once argument needs from a pod is fixed here and nowhere else: the
 deterministic name (a re-create after an operator restart is a harmless 409), the labels
-the reconcile loop reads back (task index, trial, attempt, eval uid), the finalizer that
-keeps a finished pod around until its outcome is in the eval's status, and the owner
-reference that lets garbage collection remove pods with their eval. The shared-cluster
+the reconcile loop reads back (task index, trial, attempt, eval uid; `recorded` once the
+outcome is in status), the finalizer that keeps a finished pod around until its outcome is
+in the eval's status, and the owner reference that lets garbage collection remove pods
+(kept after they finish, like a Job's) with their eval. The shared-cluster
 safety defaults (restricted pod security where the template is silent, no service-account
 token unless asked for) are filled in here too, so the whole pod shape is one read.
 """
@@ -27,6 +28,7 @@ __all__ = [
     "LABEL_ATTEMPT",
     "LABEL_EVAL",
     "LABEL_EVAL_UID",
+    "LABEL_RECORDED",
     "LABEL_TASK",
     "LABEL_TRIAL",
     "QUEUE_NAME_LABEL",
@@ -46,6 +48,9 @@ LABEL_EVAL_UID = "passhat.dev/eval-uid"
 LABEL_TASK = "passhat.dev/task"
 LABEL_TRIAL = "passhat.dev/trial"
 LABEL_ATTEMPT = "passhat.dev/attempt"
+# Set (with the finalizer's removal, in one patch) on a finished pod whose outcome is in
+# the eval's status: the pod is kept until its eval is deleted, but no pass lists it again.
+LABEL_RECORDED = "passhat.dev/recorded"
 # Task ids need not be valid label values, so the id travels in an annotation.
 ANNOTATION_TASK_ID = "passhat.dev/task-id"
 QUEUE_NAME_LABEL = "kueue.x-k8s.io/queue-name"

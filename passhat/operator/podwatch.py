@@ -9,6 +9,12 @@ thread per namespace streams pod events with a server-side label selector and re
 nothing but the eval-uid label. A missed event costs nothing but latency (the daemon
 also runs a pass every resync interval), so the stream is simply reopened after errors.
 
+Only events that can matter to a pass wake it. Recorded pods (kept after they finished,
+labelled `passhat.dev/recorded`) are left out by the server-side selector, and DELETED
+events are ignored: a pod holding our finalizer cannot be deleted, so a DELETED event is
+either a pod we already let go or one that just left the selector by being labelled
+recorded -- in both cases its outcome is already in status.
+
 A deleted trial pod whose eval is gone (its finalizer stripped by hand) is handed to
 `on_orphan`, which releases it.
 """
@@ -21,7 +27,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from passhat.operator.pods import FINALIZER, LABEL_EVAL_UID
+from passhat.operator.pods import FINALIZER, LABEL_EVAL_UID, LABEL_RECORDED
 
 __all__ = ["PodWatcher", "WatchFn"]
 
@@ -64,16 +70,19 @@ class PodWatcher:
         failures = 0
         while True:
             try:
-                self._watch(namespace, lambda kind, pod: self._event(namespace, pod))
+                self._watch(namespace, lambda kind, pod: self._event(namespace, kind, pod))
                 failures = 0
             except Exception as err:  # NB: the API server may be restarting; reopen
                 failures += 1
                 logger.debug("pod watch in %s failed (%s); reopening", namespace, err)
                 time.sleep(min(self._retry_s * failures, 10.0))
 
-    def _event(self, namespace: str, pod: Mapping[str, Any]) -> None:
+    def _event(self, namespace: str, kind: str, pod: Mapping[str, Any]) -> None:
         meta = pod.get("metadata") or {}
-        uid = str((meta.get("labels") or {}).get(LABEL_EVAL_UID, ""))
+        labels = meta.get("labels") or {}
+        if kind == "DELETED" or LABEL_RECORDED in labels:
+            return  # NB: already recorded and released (see the module docstring)
+        uid = str(labels.get(LABEL_EVAL_UID, ""))
         if self._wake(uid):
             return
         if meta.get("deletionTimestamp") and FINALIZER in (meta.get("finalizers") or []):

@@ -9,6 +9,8 @@ Shared by the operator's fault tests, the surface tests and the benchmark smoke 
 - `expected_ledger(...)`: the ledger a script implies, computed without the operator.
 - `get_eval`, `wait_for_condition`, `trial_pods`, `delete_evals` (teardown while the
   operator still runs, so no eval keeps its namespace Terminating).
+- `held_pods`, `kept_attempts`, `ledger_attempts`: finished trial pods are kept (released,
+  labelled recorded) until their eval is deleted; these say which.
 
 How kwok trials are scripted: the template asks kwok to keep every pod running
 (`passhat.dev/fake-run-forever: "true"`, copied by the operator from the template); the
@@ -44,6 +46,8 @@ GROUP, VERSION, PLURAL = "passhat.dev", "v1alpha1", "consistencyevals"
 CRD_FILE = REPO / "crds" / "consistencyevals.passhat.dev.yaml"
 KWOK_TOLERATION = {"key": "kwok.x-k8s.io/node", "operator": "Exists", "effect": "NoSchedule"}
 EVAL_UID_LABEL = "passhat.dev/eval-uid"
+RECORDED_LABEL = "passhat.dev/recorded"
+TRIAL_FINALIZER = "passhat.dev/trial-accounting"
 SCRIPTED = "passhat.dev/scripted"
 
 # (task, trial, attempt) -> exit code of that attempt's pod (75 = infra error by default).
@@ -283,6 +287,52 @@ def trial_pods(core: client.CoreV1Api, namespace: str) -> list[dict[str, Any]]:
     )
     items: list[dict[str, Any]] = json.loads(response.data)["items"]
     return items
+
+
+def eval_pods(core: client.CoreV1Api, namespace: str, uid: str) -> list[dict[str, Any]]:
+    """Raw JSON of the trial pods of the eval with `uid`."""
+    return [
+        p for p in trial_pods(core, namespace) if p["metadata"]["labels"][EVAL_UID_LABEL] == uid
+    ]
+
+
+def held_pods(core: client.CoreV1Api, namespace: str, uid: str) -> list[str]:
+    """Names of the eval's trial pods that still hold the trial-accounting finalizer."""
+    return [
+        p["metadata"]["name"]
+        for p in eval_pods(core, namespace, uid)
+        if TRIAL_FINALIZER in (p["metadata"].get("finalizers") or [])
+    ]
+
+
+def kept_attempts(core: client.CoreV1Api, namespace: str, uid: str) -> list[tuple[int, int, int]]:
+    """(task, trial, attempt) of each of the eval's trial pods, sorted, after checking that
+    every one is a kept pod: finished, released (no finalizer), labelled recorded."""
+    found = []
+    for pod in eval_pods(core, namespace, uid):
+        meta = pod["metadata"]
+        labels = meta["labels"]
+        assert labels.get(RECORDED_LABEL) == "true", meta["name"]
+        assert TRIAL_FINALIZER not in (meta.get("finalizers") or []), meta["name"]
+        assert pod["status"].get("phase") in ("Succeeded", "Failed"), meta["name"]
+        found.append(
+            (
+                int(labels["passhat.dev/task"]),
+                int(labels["passhat.dev/trial"]),
+                int(labels["passhat.dev/attempt"]),
+            )
+        )
+    return sorted(found)
+
+
+def ledger_attempts(ledger: SlotLedger) -> list[tuple[int, int, int]]:
+    """Every (task, trial, attempt) the ledger holds, sorted."""
+    return [
+        (task, trial, attempt)
+        for task in range(ledger.n_tasks)
+        for trial in range(ledger.trials)
+        for attempt in range(ledger.attempts(task, trial))
+    ]
 
 
 def progress_done(body: Mapping[str, Any] | None) -> int:

@@ -28,7 +28,10 @@ from tests.cluster.operator_helpers import (
     eval_manifest,
     expected_ledger,
     get_eval,
+    held_pods,
     install_crd,
+    kept_attempts,
+    ledger_attempts,
     progress_done,
     trial_pods,
     wait_for_condition,
@@ -94,7 +97,10 @@ def assert_exact(
         "pending": 0,
         "retries": expected.retries,
     }
-    wait_for(lambda: not trial_pods(core, namespace), 180, "every trial pod to be gone")
+    # Finished pods are kept, like a Job's: one per recorded attempt, released, labelled.
+    uid = body["metadata"]["uid"]
+    wait_for(lambda: not held_pods(core, namespace, uid), 180, "every trial pod released")
+    assert kept_attempts(core, namespace, uid) == ledger_attempts(expected)
 
 
 def test_small_eval_completes_with_the_exact_status(
@@ -250,4 +256,53 @@ def test_deleting_an_eval_removes_its_pods(
     )
     wait_for(lambda: get_eval(api_client, namespace, "gone") is None, 300, "the eval to be gone")
     wait_for(lambda: not trial_pods(core_v1, namespace), 300, "its pods to be gone")
+    operator.assert_running()
+
+
+def test_finished_pods_are_kept_until_the_eval_is_deleted(
+    operator: OperatorProcess,
+    api_client: client.ApiClient,
+    core_v1: client.CoreV1Api,
+    namespace: str,
+    wait_for: Callable[..., Any],
+) -> None:
+    """Every attempt's pod (the retried infra error's too) stays, released and labelled
+    recorded; deleting one by hand changes nothing; the eval's deletion removes the rest."""
+
+    def retry_first(task: int, trial: int, attempt: int) -> int:
+        return 75 if (task, trial, attempt) == (0, 0, 0) else 0
+
+    create_eval(api_client, namespace, eval_manifest("kept", tasks=2, trials=2, parallelism=4))
+    with Scripter(core_v1, namespace, retry_first):
+        body = wait_for_condition(
+            api_client, namespace, "kept", "Complete", timeout=600, operator=operator
+        )
+    expected = expected_ledger(retry_first, tasks=2, trials=2, retries=2)
+    assert SlotLedger.unpack(body["status"]["ledger"]) == expected
+    uid = body["metadata"]["uid"]
+    wait_for(lambda: not held_pods(core_v1, namespace, uid), 180, "every trial pod released")
+    attempts = kept_attempts(core_v1, namespace, uid)
+    assert attempts == ledger_attempts(expected)
+    assert attempts == [(0, 0, 0), (0, 0, 1), (0, 1, 0), (1, 0, 0), (1, 1, 0)]
+    pods = {p["metadata"]["name"]: p for p in trial_pods(core_v1, namespace)}
+    for pod in pods.values():
+        (owner,) = pod["metadata"]["ownerReferences"]
+        assert (owner["kind"], owner["uid"]) == ("ConsistencyEval", uid)
+    (first,) = [n for n, p in pods.items() if p["metadata"]["labels"]["passhat.dev/attempt"] == "1"]
+    core_v1.delete_namespaced_pod(first, namespace)
+
+    def hand_deleted_gone() -> bool:
+        return first not in {p["metadata"]["name"] for p in trial_pods(core_v1, namespace)}
+
+    wait_for(hand_deleted_gone, 120, "the hand-deleted pod to go")
+    time.sleep(5)  # NB: its outcome is in status; nothing recounts or re-creates it
+    after = get_eval(api_client, namespace, "kept")
+    assert after is not None and after["status"] == body["status"]
+    assert len(trial_pods(core_v1, namespace)) == len(pods) - 1
+
+    client.CustomObjectsApi(api_client).delete_namespaced_custom_object(
+        "passhat.dev", "v1alpha1", namespace, "consistencyevals", "kept"
+    )
+    wait_for(lambda: get_eval(api_client, namespace, "kept") is None, 300, "the eval to be gone")
+    wait_for(lambda: not trial_pods(core_v1, namespace), 300, "its kept pods to be collected")
     operator.assert_running()

@@ -29,8 +29,12 @@ from tests.cluster.operator_helpers import (
     KWOK_TOLERATION,
     OperatorProcess,
     create_eval,
+    eval_pods,
     get_eval,
+    held_pods,
     install_crd,
+    kept_attempts,
+    ledger_attempts,
     trial_pods,
     wait_for_condition,
 )
@@ -251,9 +255,19 @@ def test_every_ending_on_the_real_node(
         ("infra_error", "oom_killed"): 2,
         ("infra_error", "evicted"): 2,
     }
-    wait_for(
-        tolerant(lambda: not trial_pods(core_v1, env.namespace)), 180, "every trial pod to be gone"
-    )
+    # Finished pods are kept (released, labelled recorded) until the eval is deleted; the
+    # evicted ones were deleted by the eviction and went once released.
+    uid = body["metadata"]["uid"]
+
+    def settled() -> bool:
+        pods = eval_pods(core_v1, env.namespace, uid)
+        return len(pods) == 16 and not held_pods(core_v1, env.namespace, uid)
+
+    wait_for(tolerant(settled), 180, "every pod released, the evicted ones gone")
+    kept = kept_attempts(core_v1, env.namespace, uid)
+    evict = tasks.index("evict")
+    assert set(ledger_attempts(expected)) - set(kept) == {(evict, 0, 0), (evict, 1, 0)}
+    assert len(kept) == len(set(kept)) == 16
 
 
 def test_deadline_exceeded_is_a_retried_timeout(

@@ -3,7 +3,8 @@
 `FakeApi` implements `passhat.operator.kube.EvalApi` over dicts with the semantics the
 exactly-once argument relies on: resourceVersions and 409 on a stale status write, merge
 patches of status, finalizers that keep a deleted pod around (deletionTimestamp) until
-the last one is removed, AlreadyExists on a second create of a name. It can "kill the
+the last one is removed, AlreadyExists on a second create of a name, LIST leaving out pods
+labelled recorded (the loop's kept pods). It can "kill the
 operator" at the N-th API call, before or after that call takes effect (a lost
 response), by raising `Killed`, which no code under test catches.
 
@@ -19,7 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from passhat.operator.kube import Conflict
-from passhat.operator.pods import FINALIZER, LABEL_EVAL_UID, pod_key
+from passhat.operator.pods import FINALIZER, LABEL_EVAL_UID, LABEL_RECORDED, pod_key
 
 
 class Killed(BaseException):
@@ -51,7 +52,13 @@ class FakeApi:
         self._uid = itertools.count(1)
         self.calls = 0
         self.kill_at: int | None = None
-        self.writes: dict[str, int] = {"create": 0, "status": 0, "release": 0, "delete": 0}
+        self.writes: dict[str, int] = {
+            "create": 0,
+            "status": 0,
+            "keep": 0,
+            "release": 0,
+            "delete": 0,
+        }
         self.created_names: list[str] = []
 
     # -- fault injection ------------------------------------------------------------------
@@ -105,6 +112,7 @@ class FakeApi:
             copy.deepcopy(pod)
             for pod in self.pods.values()
             if pod["metadata"]["labels"].get(LABEL_EVAL_UID) == eval_uid
+            and LABEL_RECORDED not in pod["metadata"]["labels"]
         ]
 
     def get_config_map(self, namespace: str, name: str) -> dict[str, Any] | None:
@@ -131,18 +139,39 @@ class FakeApi:
         self,
         namespace: str,
         *,
+        keep: Sequence[Mapping[str, Any]],
         release: Sequence[Mapping[str, Any]],
         create: Sequence[Mapping[str, Any]],
     ) -> None:
         """Like the real one, in a random order (it runs them in parallel)."""
-        ops: list[tuple[str, Mapping[str, Any]]] = [("release", pod) for pod in release]
+        ops: list[tuple[str, Mapping[str, Any]]] = [("keep", pod) for pod in keep]
+        ops += [("release", pod) for pod in release]
         ops += [("create", pod) for pod in create]
         self.rng.shuffle(ops)
         for kind, pod in ops:
-            if kind == "release":
+            if kind == "keep":
+                self.keep_pods(namespace, [pod])
+            elif kind == "release":
                 self.release_pods(namespace, [pod])
             else:
                 self.create_pods(namespace, [pod])
+
+    def keep_pods(self, namespace: str, pods: Sequence[Mapping[str, Any]]) -> None:
+        """One patch per pod: our finalizer out, the recorded label in (the pod stays)."""
+        for pod in pods:
+            name = pod["metadata"]["name"]
+            kill_after = self._call()
+            stored = self.pods.get(name)
+            if stored is not None:
+                finalizers = stored["metadata"].get("finalizers", [])
+                if FINALIZER in finalizers:
+                    finalizers.remove(FINALIZER)
+                stored["metadata"]["labels"][LABEL_RECORDED] = "true"
+                stored["metadata"]["resourceVersion"] = self._next_rv()
+                self.writes["keep"] += 1
+                self._maybe_remove(name)
+            if kill_after:
+                raise Killed("after keep")
 
     def create_pods(self, namespace: str, pods: Sequence[Mapping[str, Any]]) -> None:
         for pod in pods:
@@ -191,6 +220,14 @@ class FakeApi:
         stored = self.pods[name]
         if stored["metadata"].get("deletionTimestamp") and not stored["metadata"].get("finalizers"):
             del self.pods[name]
+
+    def kept_pods(self) -> list[str]:
+        """Names of pods labelled recorded (released and kept until the eval goes)."""
+        return [
+            name
+            for name, pod in self.pods.items()
+            if pod["metadata"]["labels"].get(LABEL_RECORDED) == "true"
+        ]
 
     def pods_with_finalizer(self) -> list[str]:
         """Names of pods still holding the trial-accounting finalizer."""

@@ -13,7 +13,7 @@ from kubernetes import client
 from passhat.api.spec import Grading
 from passhat.operator.kube import Kube, slim_pod
 from passhat.operator.loop import _duration
-from passhat.operator.pods import pod_key
+from passhat.operator.pods import FINALIZER, pod_key
 from passhat.trials.classify_pod import classify_pod
 
 PODS = Path(__file__).resolve().parents[1] / "fixtures" / "pods"
@@ -106,3 +106,84 @@ def test_list_pods_pages_slims_and_restarts_on_410() -> None:
     assert [q.get("continue") for q in kube.queries] == [None, "1", None, "1", "2"]
     assert all(q["labelSelector"].startswith("passhat.dev/eval-uid=uid-1") for q in kube.queries)
     assert all(q["limit"] == "500" for q in kube.queries)
+
+
+class ScriptedKube(Kube):
+    """`Kube` whose HTTP layer records each request and answers from a script."""
+
+    def __init__(self, answers: list[tuple[int, Any]]) -> None:
+        super().__init__(client.Configuration())
+        self.answers = answers
+        self.requests: list[tuple[str, str, Any]] = []
+
+    def _request(self, verb: str, method: str, path: str, **kwargs: Any) -> tuple[int, Any]:
+        self.requests.append((method, path, kwargs.get("body")))
+        return self.answers.pop(0) if self.answers else (200, {})
+
+
+def trial_pod(finalizers: list[str]) -> dict[str, Any]:
+    return {"metadata": {"name": "p", "uid": "u-1", "finalizers": finalizers, "labels": {}}}
+
+
+TEST_OURS_AT_1 = [
+    {"op": "test", "path": "/metadata/finalizers/1", "value": FINALIZER},
+    {"op": "remove", "path": "/metadata/finalizers/1"},
+]
+ADD_RECORDED = {"op": "add", "path": "/metadata/labels/passhat.dev~1recorded", "value": "true"}
+POD_PATH = "/api/v1/namespaces/ns/pods/p"
+
+
+def test_keep_is_one_patch_finalizer_out_label_in() -> None:
+    """Keeping a recorded pod: ONE JSON patch (guarded finalizer removal + label), no delete."""
+    kube = ScriptedKube([])
+    kube.settle("ns", keep=[trial_pod(["other", FINALIZER])], release=[], create=[])
+    assert kube.requests == [("PATCH", POD_PATH, [*TEST_OURS_AT_1, ADD_RECORDED])]
+    kube.close()
+
+
+def test_keep_rereads_when_the_finalizers_moved_and_labels_without_ours() -> None:
+    """A failed `test` op (422) re-reads the pod and patches at the new index; a pod
+    without our finalizer only gets the label."""
+    moved = {"metadata": {"name": "p", "finalizers": [FINALIZER]}}
+    kube = ScriptedKube([(422, {}), (200, moved)])
+    kube.settle("ns", keep=[trial_pod(["other", FINALIZER])], release=[], create=[])
+    at_0 = [
+        {"op": "test", "path": "/metadata/finalizers/0", "value": FINALIZER},
+        {"op": "remove", "path": "/metadata/finalizers/0"},
+    ]
+    assert [(m, body) for m, _, body in kube.requests] == [
+        ("PATCH", [*TEST_OURS_AT_1, ADD_RECORDED]),
+        ("GET", None),
+        ("PATCH", [*at_0, ADD_RECORDED]),
+    ]
+    kube.requests.clear()
+    kube.settle("ns", keep=[trial_pod(["other"])], release=[], create=[])
+    assert kube.requests == [("PATCH", POD_PATH, [ADD_RECORDED])]
+    kube.close()
+
+
+def test_release_patches_then_deletes_with_the_uid_precondition() -> None:
+    """Releasing a pod that is not kept: the guarded finalizer patch, then DELETE."""
+    kube = ScriptedKube([])
+    kube.release_pods("ns", [trial_pod(["other", FINALIZER])])
+    assert kube.requests == [
+        ("PATCH", POD_PATH, TEST_OURS_AT_1),
+        (
+            "DELETE",
+            POD_PATH,
+            {"kind": "DeleteOptions", "apiVersion": "v1", "preconditions": {"uid": "u-1"}},
+        ),
+    ]
+    kube.requests.clear()
+    kube.answers = [(404, {})]  # NB: gone already: nothing more to do
+    kube.release_pods("ns", [trial_pod([FINALIZER])])
+    assert [m for m, _, _ in kube.requests] == ["PATCH"]
+    kube.close()
+
+
+def test_list_pods_leaves_recorded_pods_out() -> None:
+    """The LIST selector: this eval's uid and no recorded label."""
+    kube = PagedKube([[]], expire_once=False)
+    kube.list_pods("ns", "uid-1")
+    kube.close()
+    assert kube.queries[0]["labelSelector"] == "passhat.dev/eval-uid=uid-1,!passhat.dev/recorded"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import random
 from collections.abc import Callable
 from typing import Any
@@ -10,10 +11,10 @@ import pytest
 
 from passhat.operator.config import OperatorConfig
 from passhat.operator.loop import EvalLoop, PassState
-from passhat.operator.pods import FINALIZER, EvalRef
+from passhat.operator.pods import FINALIZER, LABEL_RECORDED, EvalRef, pod_key
 from passhat.operator.status import condition_status
 from passhat.trials.ledger import SlotLedger, SlotState
-from tests.unit.operator_fake import FakeApi, FakeKubelet, Killed, Script
+from tests.unit.operator_fake import FakeApi, FakeKubelet, Killed, Script, terminated
 
 N_TASKS, TRIALS, RETRIES = 6, 5, 2
 CONFIG = OperatorConfig(deleted_pod_grace_s=30.0, image_error_grace_s=5.0)
@@ -132,6 +133,27 @@ class Harness:
         return dict(self.api.evals["demo"].get("status") or {})
 
 
+def assert_kept_one_pod_per_attempt(harness: Harness) -> None:
+    """What is left is one finished pod per recorded attempt: released, labelled recorded."""
+    ledger = SlotLedger.unpack(harness.status["ledger"])
+    kept = sorted(
+        (key.task, key.trial, key.attempt)
+        for pod in harness.api.pods.values()
+        if (key := pod_key(pod)) is not None
+    )
+    assert kept == sorted(
+        (task, trial, attempt)
+        for task in range(N_TASKS)
+        for trial in range(TRIALS)
+        for attempt in range(ledger.attempts(task, trial))
+    )
+    for pod in harness.api.pods.values():
+        assert pod["metadata"]["labels"][LABEL_RECORDED] == "true"
+        assert FINALIZER not in pod["metadata"].get("finalizers", [])
+        assert pod["status"]["phase"] in ("Succeeded", "Failed")
+    assert harness.api.list_pods("ns", harness.ref.uid) == []
+
+
 def comparable(status: dict[str, Any]) -> dict[str, Any]:
     """Status without timestamps (which differ between runs)."""
     drop = {"startTime", "completionTime"}
@@ -157,7 +179,10 @@ def test_uninterrupted_run_matches_the_script() -> None:
         "pending": 0,
         "retries": ledger.retries,
     }
-    assert harness.api.pods == {}
+    assert_kept_one_pod_per_attempt(harness)
+    # one write per attempt to let its pod go (finalizer out + label in), no deletes
+    assert harness.api.writes["keep"] == len(harness.recorded)
+    assert harness.api.writes["release"] == harness.api.writes["delete"] == 0
     assert len(harness.recorded) == len(set(harness.recorded))
     assert len(harness.recorded) == sum(t.attempts for t in ledger.tallies([""] * N_TASKS))
 
@@ -195,7 +220,7 @@ def test_killed_at_random_api_calls_gives_the_uninterrupted_result(seed: int) ->
     assert harness.kills >= 5
     assert comparable(harness.status) == comparable(reference.status)
     assert harness.api.pods_with_finalizer() == []
-    assert harness.api.pods == {}
+    assert_kept_one_pod_per_attempt(harness)
     # each attempt was created exactly once: a re-create after a kill was a no-op
     assert len(harness.api.created_names) == len(set(harness.api.created_names))
     ledger = SlotLedger.unpack(harness.status["ledger"])
@@ -346,7 +371,7 @@ def test_pod_refused_by_the_api_server_is_a_config_error() -> None:
 
     harness = Harness(17)
 
-    def refuse(namespace: str, *, release: Any, create: Any) -> None:
+    def refuse(namespace: str, *, keep: Any, release: Any, create: Any) -> None:
         raise ApiError("create", 422, 'Pod "x" is invalid: spec.containers[0].image: Required')
 
     harness.api.settle = refuse  # type: ignore[method-assign]
@@ -357,3 +382,75 @@ def test_pod_refused_by_the_api_server_is_a_config_error() -> None:
     assert condition_status(status, "ConfigError") == "True"
     assert "refused the trial pod" in status["message"]
     assert "spec.containers[0].image" in status["message"]
+
+
+def one_trial_harness(seed: int) -> Harness:
+    """An eval of one task x one trial at parallelism 1."""
+    return Harness(seed, body=spec(tasks=[{"id": "only"}], trials=1, ks=[1], parallelism=1))
+
+
+def test_recorded_but_unreleased_pod_is_only_released() -> None:
+    """Died between the status write and the release: the next pass lists the pod again
+    (no label yet), records nothing twice and keeps it with ONE patch."""
+    harness = one_trial_harness(18)
+    harness.loop.run_pass()
+    harness.kubelet.step(share=0.0)
+    harness.kubelet.step(share=1.0)  # the attempt ends
+
+    def die(namespace: str, **_: Any) -> None:
+        raise Killed("before the release")
+
+    harness.api.settle = die  # type: ignore[method-assign]
+    with pytest.raises(Killed):
+        harness.loop.run_pass()
+    assert len(harness.recorded) == 1
+    (name,) = harness.api.pods
+    assert [pod["metadata"]["name"] for pod in harness.api.list_pods("ns", harness.ref.uid)] == [
+        name
+    ]
+    del harness.api.settle  # NB: back to FakeApi.settle
+    harness.loop = harness.new_loop()
+    assert harness.loop.run_pass().state is PassState.DONE
+    assert len(harness.recorded) == 1
+    assert harness.api.writes["keep"] == 1 and harness.api.writes["delete"] == 0
+    assert harness.api.kept_pods() == [name]
+    assert harness.api.pods[name]["metadata"]["finalizers"] == []
+
+
+def test_recorded_pod_that_still_runs_is_deleted_not_kept() -> None:
+    """A trial container that ended beside a running sidecar: recorded, then deleted."""
+    harness = one_trial_harness(19)
+    harness.loop.run_pass()
+    (name,) = harness.api.pods
+    pod = harness.api.pods[name]
+    now = harness.clock.now
+    ended = terminated(0, reason="Completed", now=now, start=now)
+    sidecar = {"name": "proxy", "state": {"running": {}}}
+    pod["status"] = {"phase": "Running", "containerStatuses": [ended, sidecar]}
+    assert harness.loop.run_pass().state is PassState.DONE
+    assert SlotLedger.unpack(harness.status["ledger"]).is_final(0, 0)
+    assert harness.api.pods == {}
+    assert harness.api.writes["keep"] == 0
+    assert harness.api.writes["release"] == harness.api.writes["delete"] == 1
+
+
+def test_leftover_of_a_finished_eval_is_kept() -> None:
+    """A finished eval's pod still holding our finalizer (released by no one yet) is
+    released and kept by the next operator; a running stray is deleted."""
+    harness = Harness(20)
+    harness.run()
+    kept = harness.api.kept_pods()
+    leftover = harness.api.pods[kept[0]]["metadata"]
+    leftover["labels"].pop(LABEL_RECORDED)
+    leftover["finalizers"] = [FINALIZER]
+    stray = copy.deepcopy(harness.api.pods[kept[1]])
+    stray["metadata"].update(name="stray", finalizers=[FINALIZER])
+    stray["metadata"]["labels"].pop(LABEL_RECORDED)
+    stray["metadata"]["labels"]["passhat.dev/attempt"] = "9"  # never recorded
+    stray["status"] = {"phase": "Running"}
+    harness.api.pods["stray"] = stray
+    harness.loop = harness.new_loop()
+    assert harness.loop.run_pass().state is PassState.DONE
+    assert sorted(harness.api.kept_pods()) == sorted(kept)
+    assert harness.api.pods_with_finalizer() == []
+    assert "stray" not in harness.api.pods

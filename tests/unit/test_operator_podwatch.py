@@ -7,7 +7,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from passhat.operator.pods import FINALIZER, LABEL_EVAL_UID
+from passhat.operator.pods import FINALIZER, LABEL_EVAL_UID, LABEL_RECORDED
 from passhat.operator.podwatch import PodWatcher
 
 
@@ -52,3 +52,33 @@ def test_events_wake_their_eval_and_streams_are_reopened() -> None:
     assert streams == ["ns", "ns", "ns"]
     assert woken == ["a", "b", "gone", "gone-not-deleting"]
     assert orphans == ["gone"]
+
+
+def test_deleted_and_recorded_pods_wake_nothing() -> None:
+    """DELETED events and events of pods labelled recorded carry nothing to record."""
+    woken: list[str] = []
+    orphans: list[str] = []
+    done = threading.Event()
+
+    def watch(namespace: str, on_event: Callable[[str, Mapping[str, Any]], None]) -> None:
+        if done.is_set():
+            time.sleep(60)
+        recorded = pod("kept")
+        recorded["metadata"]["labels"][LABEL_RECORDED] = "true"
+        on_event("MODIFIED", recorded)
+        on_event("DELETED", pod("left-the-selector"))
+        on_event("DELETED", pod("gone", deleting=True))
+        on_event("MODIFIED", pod("live"))
+        done.set()
+
+    watcher = PodWatcher(
+        watch,
+        wake=lambda uid: woken.append(uid) is None,
+        on_orphan=lambda namespace, meta, uid: orphans.append(uid),
+        retry_s=0.01,
+    )
+    watcher.ensure("ns")
+    assert done.wait(30)
+    time.sleep(0.2)
+    assert woken == ["live"]
+    assert orphans == []
