@@ -1,12 +1,17 @@
 """What `passhat run` costs over running the same commands in a bare subprocess loop.
 
 Both sides run end to end as fresh Python processes on the same trivial trials at the same
-parallelism, so interpreter start-up counts on both: `passhat run` (spec loading,
+parallelism, so interpreter start-up counts on both: `python -m passhat run` (the same
+entry point as the `passhat` command, without the console script's wrapper; spec loading,
 sandboxes, journal with fsync, transcripts, report) against a loop of
 `subprocess.run(cmd)` in a thread pool of `--parallelism` workers. The trial command is
 `true`, or `sleep S` with `--sleep S`. Each side runs `--repeat` times, alternating; the
-medians are compared. The last output line is one JSON object: trials, parallelism,
-sleep, passhat_seconds, bare_seconds, ratio.
+medians are compared. To split the fixed cost (interpreter, imports, spec, report) from
+the cost per trial, each repeat also runs both sides on a single trial. The last output
+line is one JSON object: trials, parallelism, sleep, passhat_seconds, bare_seconds, ratio,
+and the split: passhat_fixed_seconds, bare_fixed_seconds (one-trial runs),
+passhat_per_trial_ms, bare_per_trial_ms ((N-trial run - one-trial run) / (N - 1)) and
+per_trial_ratio.
 
     python bench/local_overhead.py --trials 1000 --parallelism 4
     python bench/local_overhead.py --trials 1000 --parallelism 4 --sleep 0.05
@@ -26,7 +31,6 @@ from pathlib import Path
 
 import yaml
 
-PASSHAT = "import sys; from passhat.cli import main; sys.argv[0] = 'passhat'; sys.exit(main())"
 BARE = """
 import subprocess, sys
 from concurrent.futures import ThreadPoolExecutor
@@ -80,33 +84,50 @@ def main(argv: list[str] | None = None) -> int:
     command = ["sleep", f"{args.sleep:g}"] if args.sleep > 0 else ["true"]
     spec = eval_spec(args.trials, args.parallelism, command)
     total = len(spec["spec"]["tasks"]) * spec["spec"]["trials"]  # type: ignore[index]
-    passhat_times: list[float] = []
-    bare_times: list[float] = []
+    times: dict[str, list[float]] = {"passhat": [], "bare": [], "passhat1": [], "bare1": []}
     with tempfile.TemporaryDirectory(prefix="passhat-bench-") as tmp:
-        eval_path = Path(tmp) / "eval.yaml"
-        eval_path.write_text(yaml.safe_dump(spec))
+        argvs: dict[str, list[str]] = {}
+        for label, trials in (("", args.trials), ("1", 1)):
+            spec = eval_spec(trials, args.parallelism, command)
+            eval_path = Path(tmp) / f"eval{label}.yaml"
+            eval_path.write_text(yaml.safe_dump(spec))
+            count = len(spec["spec"]["tasks"]) * spec["spec"]["trials"]  # type: ignore[index]
+            argvs["passhat" + label] = [sys.executable, "-m", "passhat", "run", str(eval_path)]
+            argvs["passhat" + label] += ["--format", "json", "--quiet", "--out"]
+            argvs["bare" + label] = [sys.executable, "-c", BARE, str(count), str(args.parallelism)]
+            argvs["bare" + label] += command
         for repeat in range(args.repeat):
-            out = Path(tmp) / f"run-{repeat}"
-            passhat = [sys.executable, "-c", PASSHAT, "run", str(eval_path), "--out", str(out)]
-            passhat += ["--format", "json", "--quiet"]
-            bare = [sys.executable, "-c", BARE, str(total), str(args.parallelism), *command]
-            pair = [(passhat, passhat_times), (bare, bare_times)]
-            for run_argv, times in pair if repeat % 2 == 0 else reversed(pair):
-                times.append(timed(run_argv))
+            order = ["passhat", "bare", "passhat1", "bare1"]
+            for side in order if repeat % 2 == 0 else reversed(order):
+                argv = argvs[side]
+                if side.startswith("passhat"):
+                    argv = [*argv, str(Path(tmp) / f"run-{side}-{repeat}")]
+                times[side].append(timed(argv))
             print(
-                f"repeat {repeat + 1}/{args.repeat}: passhat {passhat_times[-1]:.3f}s, "
-                f"bare {bare_times[-1]:.3f}s",
+                f"repeat {repeat + 1}/{args.repeat}: passhat {times['passhat'][-1]:.3f}s, "
+                f"bare {times['bare'][-1]:.3f}s (one trial: passhat "
+                f"{times['passhat1'][-1]:.3f}s, bare {times['bare1'][-1]:.3f}s)",
                 file=sys.stderr,
             )
-    passhat_s, bare_s = statistics.median(passhat_times), statistics.median(bare_times)
+    med = {side: statistics.median(values) for side, values in times.items()}
+    per_trial = {
+        side: (med[side] - med[side + "1"]) / max(1, total - 1) for side in ("passhat", "bare")
+    }
     result = {
         "trials": total,
         "parallelism": args.parallelism,
         "sleep": args.sleep,
         "repeat": args.repeat,
-        "passhat_seconds": round(passhat_s, 3),
-        "bare_seconds": round(bare_s, 3),
-        "ratio": round(passhat_s / bare_s, 3),
+        "passhat_seconds": round(med["passhat"], 3),
+        "bare_seconds": round(med["bare"], 3),
+        "ratio": round(med["passhat"] / med["bare"], 3),
+        "passhat_fixed_seconds": round(med["passhat1"], 3),
+        "bare_fixed_seconds": round(med["bare1"], 3),
+        "passhat_per_trial_ms": round(per_trial["passhat"] * 1000, 3),
+        "bare_per_trial_ms": round(per_trial["bare"] * 1000, 3),
+        "per_trial_ratio": round(per_trial["passhat"] / per_trial["bare"], 3)
+        if per_trial["bare"] > 0
+        else None,
     }
     print(json.dumps(result))
     return 0
