@@ -34,7 +34,6 @@ import logging
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
 from enum import Enum
 from typing import Any
 
@@ -52,7 +51,11 @@ from passhat.operator.status import (
     config_error_status,
     is_terminal,
 )
-from passhat.trials.classify_pod import classify_pod, verdict_for_vanished_pod
+from passhat.trials.classify_pod import (
+    classify_pod,
+    parse_timestamp,
+    verdict_for_vanished_pod,
+)
 from passhat.trials.ledger import LedgerError, SlotLedger
 from passhat.trials.outcomes import CONFIG_ERROR, IMAGE_ERROR, Verdict
 from passhat.trials.retry import RetryPlan
@@ -145,22 +148,13 @@ def _ledger_of(status: Mapping[str, Any]) -> SlotLedger | None:
         return None
 
 
-def _parse_time(value: Any) -> float | None:
-    if not isinstance(value, str):
-        return None
-    try:
-        return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
-
-
 def _duration(pod: Mapping[str, Any]) -> float | None:
     statuses = (pod.get("status") or {}).get("containerStatuses") or []
     for item in statuses:
         terminated = (item.get("state") or {}).get("terminated") or {}
         start, end = (
-            _parse_time(terminated.get("startedAt")),
-            _parse_time(terminated.get("finishedAt")),
+            parse_timestamp(terminated.get("startedAt")),
+            parse_timestamp(terminated.get("finishedAt")),
         )
         if start is not None and end is not None:
             return max(0.0, end - start)
@@ -401,7 +395,7 @@ class EvalLoop:
         )
         if verdict is not None:
             return verdict
-        deleted_at = _parse_time((pod.get("metadata") or {}).get("deletionTimestamp"))
+        deleted_at = parse_timestamp((pod.get("metadata") or {}).get("deletionTimestamp"))
         if deleted_at is not None and now > deleted_at + self.config.deleted_pod_grace_s:
             # NB: deletionTimestamp already includes the grace period; a pod still not
             # terminal well past it lost its kubelet (or was deleted by someone else).

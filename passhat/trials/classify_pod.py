@@ -51,6 +51,7 @@ __all__ = [
     "PodFacts",
     "classify_facts",
     "classify_pod",
+    "parse_timestamp",
     "pod_facts",
     "verdict_for_vanished_pod",
 ]
@@ -146,7 +147,9 @@ def _get(mapping: Any, *path: str) -> Any:
     return mapping
 
 
-def _timestamp(value: Any) -> float | None:
+def parse_timestamp(value: Any) -> float | None:
+    """Epoch seconds of a Kubernetes timestamp (RFC 3339, `2026-01-01T00:00:00Z`, as in
+    `creationTimestamp` or `state.terminated.finishedAt`); None when absent or malformed."""
     if not isinstance(value, str):
         return None
     try:
@@ -202,7 +205,7 @@ def pod_facts(
             waiting = (str(s.get("name")), str(reason), message)
             break
     now_s = now.timestamp() if isinstance(now, datetime) else float(now)
-    created = _timestamp(metadata.get("creationTimestamp"))
+    created = parse_timestamp(metadata.get("creationTimestamp"))
     return PodFacts(
         phase=str(status.get("phase") or ""),
         status_reason=str(status.get("reason") or ""),
@@ -246,7 +249,7 @@ def _disruption(facts: PodFacts) -> Verdict:
 def _deletion_window_start(pod: Mapping[str, Any], metadata: Mapping[str, Any]) -> float | None:
     # NB: deletionTimestamp = request time + grace period, and the kubelet's last update
     # resets deletionGracePeriodSeconds to 0, so use the pod's own grace period (or more).
-    deleted_at = _timestamp(metadata.get("deletionTimestamp"))
+    deleted_at = parse_timestamp(metadata.get("deletionTimestamp"))
     if deleted_at is None:
         return None
     grace = _get(pod, "spec", "terminationGracePeriodSeconds")
@@ -271,7 +274,7 @@ def _ended_by_deletion(facts: PodFacts) -> bool:
     code = facts.main_exit_code
     if facts.main.get("signal") or (code is not None and normalize_exit_code(code) >= 128):
         return True
-    finished = _timestamp(facts.main.get("finishedAt"))
+    finished = parse_timestamp(facts.main.get("finishedAt"))
     start = facts.deletion_window_start
     return finished is not None and start is not None and finished >= start
 

@@ -12,7 +12,12 @@ from hypothesis import strategies as st
 from passhat.api.spec import Grading
 from passhat.operator.kube import slim_pod
 from passhat.trials import Outcome
-from passhat.trials.classify_pod import POD_RULES, classify_pod, verdict_for_vanished_pod
+from passhat.trials.classify_pod import (
+    POD_RULES,
+    classify_pod,
+    parse_timestamp,
+    verdict_for_vanished_pod,
+)
 
 CREATED = "2026-01-01T00:00:00Z"
 T0 = datetime(2026, 1, 1, tzinfo=UTC).timestamp()
@@ -277,3 +282,20 @@ _json = st.recursive(
 def test_never_raises_on_any_json(p: dict[str, Any]) -> None:
     """Whatever JSON the API returns, the classifier answers without raising."""
     classify(p)
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("2026-01-01T00:00:00Z", T0),
+        ("2026-01-01T00:00:05.250000Z", T0 + 5.25),
+        ("2026-01-01T01:00:00+01:00", T0),
+        ("yesterday", None),
+        ("", None),
+        (None, None),
+        (1767225600, None),
+    ],
+)
+def test_parse_timestamp(value: Any, expected: float | None) -> None:
+    """Kubernetes timestamps to epoch seconds; anything else is None, never an exception."""
+    assert parse_timestamp(value) == expected
