@@ -7,16 +7,20 @@ only the rendering differs, so the formats can never disagree.
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from passhat.api.errors import UsageError
-from passhat.report.html import render_html
-from passhat.report.jsonfmt import render_json, render_json_full
-from passhat.report.markdown import render_markdown
-from passhat.report.model import Report, build_report
-from passhat.report.plot import save_plot
-from passhat.report.text import render_text
-from passhat.stats import KIntervals, TaskTally
+
+if TYPE_CHECKING:
+    from passhat.report.model import Report, build_report
+    from passhat.report.plot import save_plot
+    from passhat.stats import KIntervals, TaskTally
+
+# NB: the renderers and the report model load on first use: `passhat.cli` mounts the
+# report options of several commands, and a local run needs a renderer only at its end.
+_LAZY = {"Report": "model", "build_report": "model", "save_plot": "plot"}
 
 __all__ = ["FORMATS", "Report", "build_report", "render", "render_report", "save_plot"]
 
@@ -26,14 +30,20 @@ FORMATS = ("text", "json", "json-full", "markdown", "html")
 def render_report(report: Report, fmt: str, *, color: bool = False) -> str:
     """A built report in one of FORMATS (UsageError for another)."""
     if fmt == "text":
+        from passhat.report.text import render_text
+
         return render_text(report, color=color)
-    if fmt == "json":
-        return render_json(report)
-    if fmt == "json-full":
-        return render_json_full(report)
+    if fmt in ("json", "json-full"):
+        from passhat.report.jsonfmt import render_json, render_json_full
+
+        return render_json(report) if fmt == "json" else render_json_full(report)
     if fmt == "markdown":
+        from passhat.report.markdown import render_markdown
+
         return render_markdown(report)
     if fmt == "html":
+        from passhat.report.html import render_html
+
         return render_html(report)
     raise UsageError(f"unknown report format {fmt!r} (choose from {', '.join(FORMATS)})")
 
@@ -48,6 +58,23 @@ def render(
     color: bool = False,
 ) -> str:
     """The report of `tallies` at `ks` in format `fmt` (text, json, json-full, markdown, html)."""
+    from passhat.report.model import build_report
+
     return render_report(
         build_report(tallies, ks, title=title, intervals=intervals), fmt, color=color
     )
+
+
+def __getattr__(name: str) -> Any:
+    """Import a lazily exported name from its submodule on first use."""
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    """The module's globals and the lazily imported public names."""
+    return sorted(set(globals()) | set(__all__))

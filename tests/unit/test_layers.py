@@ -23,6 +23,7 @@ ALLOWED: dict[str, set[str]] = {
     "operator": _BASE,
     "runner": _BASE,
     "cli": _BASE | {"local", "operator", "runner"},
+    "__main__": {"cli"},
 }
 
 
