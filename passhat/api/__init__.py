@@ -7,8 +7,9 @@ tenths of a second, and `passhat trial` (in every pod) and `passhat score` need 
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from passhat import lazy_exports
 
 if TYPE_CHECKING:
     from passhat.api.errors import InputError, PasshatError, SpecError, UsageError
@@ -32,34 +33,21 @@ __all__ = [
     "template_safety_problems",
 ]
 
-# public name -> the submodule that defines it
-_MODULES = {
-    "ConsistencyEval": "spec",
-    "EvalSpec": "spec",
-    "EvalStatus": "status",
-    "InputError": "errors",
-    "PasshatError": "errors",
-    "SpecError": "errors",
-    "Task": "spec",
-    "UsageError": "errors",
-    "load_eval": "load",
-    "parse_eval": "load",
-    "parse_spec": "load",
-    "resolve_tasks": "load",
-    "template_safety_problems": "spec",
-}
-
-
-def __getattr__(name: str) -> Any:
-    """Import a public name from its submodule on first use (then it is a module global)."""
-    module = _MODULES.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    """The module's globals and the lazily imported public names."""
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "ConsistencyEval": "spec",
+        "EvalSpec": "spec",
+        "EvalStatus": "status",
+        "InputError": "errors",
+        "PasshatError": "errors",
+        "SpecError": "errors",
+        "Task": "spec",
+        "UsageError": "errors",
+        "load_eval": "load",
+        "parse_eval": "load",
+        "parse_spec": "load",
+        "resolve_tasks": "load",
+        "template_safety_problems": "spec",
+    },
+)

@@ -13,7 +13,9 @@ durable `trials.jsonl` (`journal`), and the glue of the command (`driver`, `comm
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from passhat import lazy_exports
 
 if TYPE_CHECKING:
     from passhat.local.driver import RunOptions, run
@@ -21,12 +23,4 @@ if TYPE_CHECKING:
 __all__ = ["RunOptions", "run"]
 
 
-def __getattr__(name: str) -> Any:
-    """Import `run` / `RunOptions` from `passhat.local.driver` on first use."""
-    if name not in __all__:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    from passhat.local import driver
-
-    value = getattr(driver, name)
-    globals()[name] = value
-    return value
+__getattr__, __dir__ = lazy_exports(__name__, {"RunOptions": "driver", "run": "driver"})

@@ -10,8 +10,9 @@ every `passhat` invocation) does not pay for kopf.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from passhat import lazy_exports
 
 if TYPE_CHECKING:
     from passhat.operator.config import OperatorConfig
@@ -31,22 +32,18 @@ __all__ = [
     "pod_name",
 ]
 
-_HOME = {
-    "OperatorConfig": "passhat.operator.config",
-    "EvalLoop": "passhat.operator.loop",
-    "PassResult": "passhat.operator.loop",
-    "PassState": "passhat.operator.loop",
-    "FINALIZER": "passhat.operator.pods",
-    "EvalRef": "passhat.operator.pods",
-    "PodKey": "passhat.operator.pods",
-    "build_pod": "passhat.operator.pods",
-    "pod_key": "passhat.operator.pods",
-    "pod_name": "passhat.operator.pods",
-}
-
-
-def __getattr__(name: str) -> Any:
-    home = _HOME.get(name)
-    if home is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(home), name)
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "OperatorConfig": "config",
+        "EvalLoop": "loop",
+        "PassResult": "loop",
+        "PassState": "loop",
+        "FINALIZER": "pods",
+        "EvalRef": "pods",
+        "PodKey": "pods",
+        "build_pod": "pods",
+        "pod_key": "pods",
+        "pod_name": "pods",
+    },
+)

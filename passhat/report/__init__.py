@@ -7,10 +7,10 @@ only the rendering differs, so the formats can never disagree.
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from passhat import lazy_exports
 from passhat.api.errors import UsageError
 
 if TYPE_CHECKING:
@@ -20,7 +20,9 @@ if TYPE_CHECKING:
 
 # NB: the renderers and the report model load on first use: `passhat.cli` mounts the
 # report options of several commands, and a local run needs a renderer only at its end.
-_LAZY = {"Report": "model", "build_report": "model", "save_plot": "plot"}
+__getattr__, __dir__ = lazy_exports(
+    __name__, {"Report": "model", "build_report": "model", "save_plot": "plot"}
+)
 
 __all__ = ["FORMATS", "Report", "build_report", "render", "render_report", "save_plot"]
 
@@ -63,18 +65,3 @@ def render(
     return render_report(
         build_report(tallies, ks, title=title, intervals=intervals), fmt, color=color
     )
-
-
-def __getattr__(name: str) -> Any:
-    """Import a lazily exported name from its submodule on first use."""
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    """The module's globals and the lazily imported public names."""
-    return sorted(set(globals()) | set(__all__))
