@@ -12,7 +12,7 @@ processes killed, and removed by the next run.
 How an attempt gets into its cgroup without a race (its children must be inside from the
 first instruction): with cgroup v1 a single thread can change cgroups, and a process
 inherits the cgroup of the thread that spawns it, so the spawning thread steps into the
-slot's cgroup around `posix_spawn` ("thread" placement: two small writes, no extra exec).
+slot's cgroup around the spawn ("thread" placement: two small writes, no extra exec).
 cgroup v2 moves whole processes only, so there a tiny `sh` wrapper writes its own pid to
 `cgroup.procs` and then execs the trial ("wrapper" placement).
 
