@@ -1,4 +1,4 @@
-"""bench/local_overhead.py runs end to end and ends with its JSON line (no timing asserted)."""
+"""The local benchmarks run end to end and end with their JSON line (no timing asserted)."""
 
 from __future__ import annotations
 
@@ -25,3 +25,24 @@ def test_bench_smoke() -> None:
     result = json.loads(proc.stdout.strip().splitlines()[-1])
     assert {"trials", "parallelism", "passhat_seconds", "bare_seconds", "ratio"} <= set(result)
     assert result["trials"] == 20 and result["parallelism"] == 2
+
+
+def test_spawn_methods_smoke() -> None:
+    """bench/spawn_methods.py: 20 children, one repeat; every method timed in the JSON line."""
+    script = BENCH.with_name("spawn_methods.py")
+    proc = subprocess.run(
+        [sys.executable, str(script), "--children", "20", "--repeat", "1"],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert set(result) == {
+        "thread_posix_spawn",
+        "thread_posix_spawn_setsid",
+        "thread_popen",
+        "epoll_loop_popen",
+        "epoll_loop_spawner_threads",
+    }
