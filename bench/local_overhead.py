@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import statistics
 import subprocess
 import sys
@@ -73,6 +74,12 @@ def timed(argv: list[str]) -> float:
     return elapsed
 
 
+def wait_quiet(load: float) -> None:
+    """Sleep until the 1-minute load average is below `load` (the machine may be shared)."""
+    while os.getloadavg()[0] >= load:
+        time.sleep(5)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the comparison; print progress and, last, the JSON result line."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -80,6 +87,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--parallelism", type=int, default=4)
     parser.add_argument("--sleep", type=float, default=0.0, help="trial = sleep S (default true)")
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument(
+        "--wait-quiet",
+        type=float,
+        metavar="LOAD",
+        help="before each repeat, wait until the 1-minute load average is below LOAD",
+    )
     args = parser.parse_args(argv)
     command = ["sleep", f"{args.sleep:g}"] if args.sleep > 0 else ["true"]
     spec = eval_spec(args.trials, args.parallelism, command)
@@ -97,6 +110,8 @@ def main(argv: list[str] | None = None) -> int:
             argvs["bare" + label] = [sys.executable, "-c", BARE, str(count), str(args.parallelism)]
             argvs["bare" + label] += command
         for repeat in range(args.repeat):
+            if args.wait_quiet is not None:
+                wait_quiet(args.wait_quiet)
             order = ["passhat", "bare", "passhat1", "bare1"]
             for side in order if repeat % 2 == 0 else reversed(order):
                 argv = argvs[side]
@@ -118,6 +133,7 @@ def main(argv: list[str] | None = None) -> int:
         "parallelism": args.parallelism,
         "sleep": args.sleep,
         "repeat": args.repeat,
+        "load_average": round(os.getloadavg()[0], 2),
         "passhat_seconds": round(med["passhat"], 3),
         "bare_seconds": round(med["bare"], 3),
         "ratio": round(med["passhat"] / med["bare"], 3),
