@@ -20,6 +20,7 @@ import functools
 import json
 import logging
 import random
+import threading
 import time
 import urllib.parse
 from collections.abc import Callable, Mapping, Sequence
@@ -113,12 +114,15 @@ class EvalApi(Protocol):
         release: Sequence[Mapping[str, Any]],
         create: Sequence[Mapping[str, Any]],
     ) -> None:
-        """Keep, release and create pods, all in parallel.
+        """Create, keep and release pods, all in parallel.
 
         `keep`: finished pods whose outcome is recorded; ONE patch removes our finalizer
         and adds the recorded label, and the pod stays until its eval is deleted.
         `release`: remove our finalizer, then delete the pod (never recorded, or still
         running). A pod that is already gone, or already exists (same name), is fine.
+        The creates are done when this returns (their errors are raised); keeps and
+        releases may still be in flight, and until each is done `list_pods` leaves its
+        pod out (the loop would only release it again).
         """
         ...
 
@@ -200,10 +204,18 @@ class Kube:
         self._pool = ThreadPoolExecutor(
             max_workers=self._config.write_threads, thread_name_prefix="passhat-kube"
         )
+        # NB: releases run on a pool of their own, so a pass's creates never queue behind
+        # the previous pass's releases, and the next pass need not wait for them.
+        self._release_pool = ThreadPoolExecutor(
+            max_workers=self._config.write_threads, thread_name_prefix="passhat-release"
+        )
+        self._releasing: set[tuple[str, str]] = set()
+        self._releasing_lock = threading.Lock()
 
     def close(self) -> None:
-        """Stop the write pool and close connections."""
+        """Stop the write pools and close connections."""
         self._pool.shutdown(wait=False, cancel_futures=True)
+        self._release_pool.shutdown(wait=False, cancel_futures=True)
         self._client.close()  # type: ignore[no-untyped-call]
 
     # -- the raw call ---------------------------------------------------------------------
@@ -300,7 +312,11 @@ class Kube:
             if status == 410:  # the snapshot expired mid-list: start over
                 pods, token = [], ""
                 continue
-            pods.extend(slim_pod(pod) for pod in data.get("items") or [])
+            with self._releasing_lock:
+                releasing = {name for ns, name in self._releasing if ns == namespace}
+            for pod in data.get("items") or []:
+                if (pod.get("metadata") or {}).get("name") not in releasing:
+                    pods.append(slim_pod(pod))
             token = (data.get("metadata") or {}).get("continue") or ""
             del data  # NB: free the decoded page before the next one is read
             if not token:
@@ -336,10 +352,11 @@ class Kube:
         release: Sequence[Mapping[str, Any]],
         create: Sequence[Mapping[str, Any]],
     ) -> None:
-        calls = [functools.partial(self._keep_pod, namespace, pod) for pod in keep]
-        calls += [functools.partial(self._release_pod, namespace, pod) for pod in release]
-        calls += [functools.partial(self._create_pod, namespace, pod) for pod in create]
-        self._parallel(calls)
+        for pod in keep:
+            self._release_later(namespace, pod, self._keep_pod)
+        for pod in release:
+            self._release_later(namespace, pod, self._release_pod)
+        self._parallel([functools.partial(self._create_pod, namespace, pod) for pod in create])
 
     def release_pods(self, namespace: str, pods: Sequence[Mapping[str, Any]]) -> None:
         self._parallel([functools.partial(self._release_pod, namespace, pod) for pod in pods])
@@ -376,6 +393,35 @@ class Kube:
             response.response.release_conn()
 
     # -- helpers ----------------------------------------------------------------------------
+
+    def _release_later(
+        self,
+        namespace: str,
+        pod: Mapping[str, Any],
+        release: Callable[[str, Mapping[str, Any]], None],
+    ) -> None:
+        """Run `release(namespace, pod)` on the release pool; `list_pods` hides the pod
+        until it is done. A failure is logged: the next pass lists the pod again."""
+        key = (namespace, str((pod.get("metadata") or {}).get("name")))
+        with self._releasing_lock:
+            if key in self._releasing:
+                return
+            self._releasing.add(key)
+
+        def run() -> None:
+            try:
+                release(namespace, pod)
+            except Exception as err:  # NB: the pod is listed again and released again
+                logger.warning("could not release pod %s/%s: %s", *key, err)
+            finally:
+                with self._releasing_lock:
+                    self._releasing.discard(key)
+
+        try:
+            self._release_pool.submit(run)
+        except RuntimeError:  # NB: the pool is shut down (closing): the next process will
+            with self._releasing_lock:
+                self._releasing.discard(key)
 
     def _parallel(self, calls: Sequence[Callable[[], None]]) -> None:
         """Run calls on the write pool; re-raise the first failure after all finished."""

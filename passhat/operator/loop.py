@@ -15,6 +15,7 @@ A pass reads everything it decides on from the API server, never from memory:
    Failed) is kept, like a Job's pods, until its eval is deleted: ONE patch removes our
    finalizer and adds the `recorded` label, so no pass lists it again. One that still runs
    (a sidecar, a pod stuck in image errors) or was never recorded is released and deleted.
+   (`EvalApi.settle` may finish releases after it returns; the next pass does not wait.)
 6. Create the pods of slots that are not final and have no pod for their current attempt,
    up to `parallelism` live pods (deterministic names: re-creating is a harmless 409).
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -116,6 +118,11 @@ class ScriptedKube(Kube):
         self.answers = answers
         self.requests: list[tuple[str, str, Any]] = []
 
+    def drain(self) -> None:
+        """Wait until every background release is done."""
+        self._release_pool.shutdown(wait=True)
+        self._release_pool = ThreadPoolExecutor(max_workers=2)
+
     def _request(self, verb: str, method: str, path: str, **kwargs: Any) -> tuple[int, Any]:
         self.requests.append((method, path, kwargs.get("body")))
         return self.answers.pop(0) if self.answers else (200, {})
@@ -137,6 +144,7 @@ def test_keep_is_one_patch_finalizer_out_label_in() -> None:
     """Keeping a recorded pod: ONE JSON patch (guarded finalizer removal + label), no delete."""
     kube = ScriptedKube([])
     kube.settle("ns", keep=[trial_pod(["other", FINALIZER])], release=[], create=[])
+    kube.drain()
     assert kube.requests == [("PATCH", POD_PATH, [*TEST_OURS_AT_1, ADD_RECORDED])]
     kube.close()
 
@@ -147,6 +155,7 @@ def test_keep_rereads_when_the_finalizers_moved_and_labels_without_ours() -> Non
     moved = {"metadata": {"name": "p", "finalizers": [FINALIZER]}}
     kube = ScriptedKube([(422, {}), (200, moved)])
     kube.settle("ns", keep=[trial_pod(["other", FINALIZER])], release=[], create=[])
+    kube.drain()
     at_0 = [
         {"op": "test", "path": "/metadata/finalizers/0", "value": FINALIZER},
         {"op": "remove", "path": "/metadata/finalizers/0"},
@@ -158,6 +167,7 @@ def test_keep_rereads_when_the_finalizers_moved_and_labels_without_ours() -> Non
     ]
     kube.requests.clear()
     kube.settle("ns", keep=[trial_pod(["other"])], release=[], create=[])
+    kube.drain()
     assert kube.requests == [("PATCH", POD_PATH, [ADD_RECORDED])]
     kube.close()
 
@@ -187,3 +197,40 @@ def test_list_pods_leaves_recorded_pods_out() -> None:
     kube.list_pods("ns", "uid-1")
     kube.close()
     assert kube.queries[0]["labelSelector"] == "passhat.dev/eval-uid=uid-1,!passhat.dev/recorded"
+
+
+class BlockedKube(ScriptedKube):
+    """Pod PATCHes wait for `unblock`; LIST answers pods "a" and "b"."""
+
+    def __init__(self) -> None:
+        super().__init__([])
+        self.unblock = threading.Event()
+        self.patching = threading.Event()
+
+    def _request(self, verb: str, method: str, path: str, **kwargs: Any) -> tuple[int, Any]:
+        if method == "PATCH":
+            self.patching.set()
+            assert self.unblock.wait(30)
+        if verb == "list":
+            items = [{"metadata": {"name": name}} for name in ("a", "b")]
+            return 200, {"items": items, "metadata": {}}
+        return super()._request(verb, method, path, **kwargs)
+
+
+def test_settle_returns_after_the_creates_and_hides_pods_being_released() -> None:
+    """Keeps run in the background; until one is done its pod is not listed (the loop
+    would only release it again), and a second settle does not send it twice."""
+    kube = BlockedKube()
+    pod_a = {"metadata": {"name": "a", "finalizers": [FINALIZER], "labels": {}}}
+    new = {"metadata": {"name": "c"}}
+    kube.settle("ns", keep=[pod_a], release=[], create=[new])
+    assert ("POST", "/api/v1/namespaces/ns/pods", new) in kube.requests  # NB: done already
+    assert kube.patching.wait(30)
+    assert [p["metadata"]["name"] for p in kube.list_pods("ns", "u")] == ["b"]
+    assert [p["metadata"]["name"] for p in kube.list_pods("other", "u")] == ["a", "b"]
+    kube.settle("ns", keep=[pod_a], release=[], create=[])
+    kube.unblock.set()
+    kube.drain()
+    assert [m for m, _, _ in kube.requests].count("PATCH") == 1
+    assert [p["metadata"]["name"] for p in kube.list_pods("ns", "u")] == ["a", "b"]
+    kube.close()
