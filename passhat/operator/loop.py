@@ -12,9 +12,10 @@ A pass reads everything it decides on from the API server, never from memory:
    subresource carrying the resourceVersion read in step 1: a 409 means someone else
    wrote in between, and the pass is dropped and run again from step 1.
 5. Only after that write, release the recorded pods. A finished one (phase Succeeded or
-   Failed) is kept, like a Job's pods, until its eval is deleted: ONE patch removes our
-   finalizer and adds the `recorded` label, so no pass lists it again. One that still runs
-   (a sidecar, a pod stuck in image errors) or was never recorded is released and deleted.
+   Failed, or every container terminated) is kept, like a Job's pods, until its eval is
+   deleted: ONE patch removes our finalizer and adds the `recorded` label, so no pass
+   lists it again. One that still runs (a sidecar, a pod stuck in image errors) or was
+   never recorded is released and deleted.
    (`EvalApi.settle` may finish releases after it returns; the next pass does not wait.)
 6. Create the pods of slots that are not final and have no pod for their current attempt,
    up to `parallelism` live pods (deterministic names: re-creating is a harmless 409).
@@ -115,8 +116,25 @@ class _ConfigProblem(Exception):
 
 
 def _ended(pod: Mapping[str, Any]) -> bool:
-    """Whether the pod's phase is final (nothing of it runs any more)."""
-    return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
+    """Whether nothing of the pod runs any more, or soon will not: its phase is final, or
+    every container (init ones included) has terminated.
+
+    NB: a real kubelet reports the containers' terminated states before it moves the phase
+    to Succeeded/Failed (only once the pod worker has torn the pod down), and a pass may
+    record the attempt in between; such a pod becomes terminal by itself. A pod with a
+    container still running (a sidecar) or waiting (an image error) never would.
+    """
+    status = pod.get("status") or {}
+    if status.get("phase") in ("Succeeded", "Failed"):
+        return True
+    containers = [
+        item
+        for key in ("initContainerStatuses", "containerStatuses")
+        for item in status.get(key) or []
+    ]
+    return bool(containers) and all(
+        "terminated" in ((item or {}).get("state") or {}) for item in containers
+    )
 
 
 def _recorded_in(ledger: SlotLedger | None, pod: Mapping[str, Any]) -> bool:

@@ -265,8 +265,9 @@ def test_every_ending_on_the_real_node(
 
     wait_for(tolerant(settled), 180, "every pod released, the evicted ones gone")
     kept = kept_attempts(core_v1, env.namespace, uid)
-    evict = tasks.index("evict")
-    assert set(ledger_attempts(expected)) - set(kept) == {(evict, 0, 0), (evict, 1, 0)}
+    evicted_task = tasks.index("evict")
+    evicted_attempts = {(evicted_task, 0, 0), (evicted_task, 1, 0)}
+    assert set(ledger_attempts(expected)) - set(kept) == evicted_attempts
     assert len(kept) == len(set(kept)) == 16
 
 
@@ -366,7 +367,12 @@ def test_deleted_node_trials_are_retried(
         create_eval(api_client, env.namespace, manifest)
 
         def both_running() -> bool:
-            pods = trial_pods(core_v1, env.namespace)
+            # NB: only this eval's pods (the namespace is shared with the module's other evals)
+            pods = [
+                p
+                for p in trial_pods(core_v1, env.namespace)
+                if p["metadata"]["labels"].get("passhat.dev/eval") == "nodeloss"
+            ]
             return len([p for p in pods if p["status"].get("phase") == "Running"]) == 2
 
         wait_for(tolerant(both_running), 300, "both first attempts running on the doomed node")

@@ -454,3 +454,17 @@ def test_leftover_of_a_finished_eval_is_kept() -> None:
     assert sorted(harness.api.kept_pods()) == sorted(kept)
     assert harness.api.pods_with_finalizer() == []
     assert "stray" not in harness.api.pods
+
+
+def test_recorded_pod_whose_phase_lags_is_kept() -> None:
+    """Every container ended but the phase still says Running (a real kubelet moves it a
+    moment later): the pod is kept, not deleted."""
+    harness = one_trial_harness(21)
+    harness.loop.run_pass()
+    (name,) = harness.api.pods
+    now = harness.clock.now
+    ended = terminated(0, reason="Completed", now=now, start=now)
+    harness.api.pods[name]["status"] = {"phase": "Running", "containerStatuses": [ended]}
+    assert harness.loop.run_pass().state is PassState.DONE
+    assert harness.api.kept_pods() == [name]
+    assert harness.api.writes["delete"] == 0
