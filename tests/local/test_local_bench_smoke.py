@@ -9,36 +9,35 @@ from pathlib import Path
 
 from local_helpers import TIMEOUT
 
-BENCH = Path(__file__).resolve().parents[2] / "bench" / "local_overhead.py"
+BENCH = Path(__file__).resolve().parents[2] / "bench"
 
 
-def test_bench_smoke() -> None:
-    """20 trials, one repeat: the last line is JSON with the documented keys."""
+def _last_json(script: str, *args: str) -> dict[str, object]:
+    """Run bench/`script` with `args`; it must succeed, and its last line is the result."""
     proc = subprocess.run(
-        [sys.executable, str(BENCH), "--trials", "20", "--parallelism", "2", "--repeat", "1"],
+        [sys.executable, str(BENCH / script), *args],
         capture_output=True,
         text=True,
         timeout=TIMEOUT,
         check=False,
     )
     assert proc.returncode == 0, proc.stderr
-    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    result: dict[str, object] = json.loads(proc.stdout.strip().splitlines()[-1])
+    return result
+
+
+def test_bench_smoke() -> None:
+    """20 trials, one repeat: the last line is JSON with the documented keys."""
+    result = _last_json(
+        "local_overhead.py", "--trials", "20", "--parallelism", "2", "--repeat", "1"
+    )
     assert {"trials", "parallelism", "passhat_seconds", "bare_seconds", "ratio"} <= set(result)
     assert result["trials"] == 20 and result["parallelism"] == 2
 
 
 def test_spawn_methods_smoke() -> None:
     """bench/spawn_methods.py: 20 children, one repeat; every method timed in the JSON line."""
-    script = BENCH.with_name("spawn_methods.py")
-    proc = subprocess.run(
-        [sys.executable, str(script), "--children", "20", "--repeat", "1"],
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stderr
-    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    result = _last_json("spawn_methods.py", "--children", "20", "--repeat", "1")
     assert set(result) == {
         "thread_posix_spawn",
         "thread_posix_spawn_setsid",
