@@ -18,7 +18,6 @@ from __future__ import annotations
 import json
 import os
 import threading
-import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -90,7 +89,7 @@ class Journal:
         self.path = path
         self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
         self._dirty = threading.Event()
-        self._closing = False
+        self._closing = threading.Event()
         self._syncer = threading.Thread(target=self._sync_loop, name="passhat-fsync", daemon=True)
         self._syncer.start()
 
@@ -106,18 +105,20 @@ class Journal:
     def _sync_loop(self) -> None:
         while True:
             self._dirty.wait()
-            if self._closing:
+            if self._closing.is_set():
                 return
             self._dirty.clear()
             os.fsync(self._fd)
-            # NB: lines appended meanwhile wait for the next group commit
-            time.sleep(SYNC_INTERVAL)
+            # NB: lines appended meanwhile wait for the next group commit; close() cuts the
+            # wait short (it syncs them itself), so a run never ends waiting for this timer
+            if self._closing.wait(SYNC_INTERVAL):
+                return
 
     def close(self) -> None:
         """Sync everything and close the file."""
         if self._fd < 0:
             return
-        self._closing = True
+        self._closing.set()
         self._dirty.set()
         self._syncer.join()
         os.fsync(self._fd)

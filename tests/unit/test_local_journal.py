@@ -72,3 +72,27 @@ def test_records_carry_their_file_line_numbers(tmp_path: Path) -> None:
     path.write_text("\n".join(lines) + "\n")
     numbered = read_numbered_journal(str(path))
     assert [(number, record["trial"]) for number, record in numbered] == [(1, 0), (4, 1), (6, 2)]
+
+
+def test_close_does_not_wait_for_the_group_commit_timer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """close() syncs what is left itself: it never sits out the syncer's pause between fsyncs."""
+    import threading
+    import time
+
+    from passhat.local import journal as journal_module
+
+    monkeypatch.setattr(journal_module, "SYNC_INTERVAL", 600.0)
+    path = str(tmp_path / "trials.jsonl")
+    journal = Journal(path)
+    journal.append(_record(0))
+    deadline = time.monotonic() + 60
+    while journal._dirty.is_set() and time.monotonic() < deadline:  # the first group commit
+        time.sleep(0.01)
+    journal.append(_record(1))  # waits for the next group commit, 600 s away
+    closer = threading.Thread(target=journal.close)
+    closer.start()
+    closer.join(timeout=30)
+    assert not closer.is_alive(), "close() waited for the syncer's timer"
+    assert [r["trial"] for r in read_journal(path)] == [0, 1]
