@@ -274,17 +274,19 @@ class Executor:
         attempt.pidfd = os.pidfd_open(attempt.pid)
         self._by_pid[attempt.pid] = attempt
         self._fds[attempt.pidfd] = attempt
-        # NB: registered last: the loop may handle the attempt's end right away
-        self._epoll.register(attempt.pidfd, select.EPOLLIN)
+        # NB: registered last: the loop may handle the attempt's end right away. One-shot:
+        # once it has fired, closing the pidfd is all the clean-up the registration needs,
+        # even while a sibling's vfork child still holds a copy of the fd (see _reap)
+        self._epoll.register(attempt.pidfd, select.EPOLLIN | select.EPOLLONESHOT)
 
-    def _forget(self, attempt: Attempt) -> None:
+    def _forget(self, attempt: Attempt, *, result_left: bool = True) -> None:
         """Drop an attempt that ended (or never started) from the running set."""
         self._active.discard(attempt)
         self._by_pid.pop(attempt.pid, None)
         if attempt.cgroup is not None and self.pool is not None:
             self.pool.release(attempt.cgroup)
         assert self._scratch is not None
-        self._scratch.reset(attempt.worker)
+        self._scratch.reset(attempt.worker, result_left=result_left)
         self._free_workers.append(attempt.worker)
         self.capacity.give(self.plan.requests)
         self.progress.running = len(self._active)
@@ -309,7 +311,9 @@ class Executor:
         # NB: kill the rest of the group before reaping, while the pgid cannot be reused
         with contextlib.suppress(OSError):
             os.killpg(attempt.pid, signal.SIGKILL)
-        self._epoll.unregister(attempt.pidfd)
+        # NB: no unregister: a fired one-shot registration reports nothing more, and
+        # closing the last copy of the pidfd removes it (an attempt killed before its end
+        # was reported is only reaped once no spawn is in flight: see _kill_all)
         self._fds.pop(attempt.pidfd, None)
         os.close(attempt.pidfd)
         if attempt.process is None:
@@ -324,8 +328,8 @@ class Executor:
         oom = attempt.over_memory
         if attempt.cgroup is not None:
             oom = oom or attempt.cgroup.oom_kills() > attempt.cgroup.oom_baseline
-        result = _read_result(self._result_path(attempt.worker))
-        self._forget(attempt)
+        result_left, result = _read_result(self._result_path(attempt.worker))
+        self._forget(attempt, result_left=result_left)
         verdict = classify_exit(
             exit_code=exit_code,
             grading=plan.grading,
@@ -420,13 +424,21 @@ class Executor:
             self.on_progress(self.progress)
 
 
-def _read_result(path: str) -> dict[str, Any] | None:
+def _read_result(path: str) -> tuple[bool, dict[str, Any] | None]:
+    """Whether something is at `path`, and the result JSON it holds, if valid."""
     try:
-        with open(path, "rb") as handle:
-            data = handle.read(MAX_RESULT_BYTES * 16)
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
+    except FileNotFoundError:
+        return False, None
     except OSError:
-        return None
-    return parse_result(data)
+        return True, None
+    try:
+        data = os.read(fd, MAX_RESULT_BYTES * 16)
+    except OSError:
+        return True, None
+    finally:
+        os.close(fd)
+    return True, parse_result(data)
 
 
 def _close_inherited_fds() -> None:

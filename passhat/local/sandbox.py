@@ -141,6 +141,7 @@ class Scratch:
     def __init__(self) -> None:
         self.root = tempfile.mkdtemp(prefix="passhat-")
         self._made: set[int] = set()
+        self._results: dict[int, str] = {}
 
     def workdir(self, slot: int) -> str:
         """The (empty) working directory of `slot`."""
@@ -152,19 +153,27 @@ class Scratch:
 
     def result_path(self, slot: int) -> str:
         """Where the attempt in `slot` may write its result JSON."""
-        return os.path.join(self.root, f"r{slot}.json")
+        path = self._results.get(slot)
+        if path is None:
+            path = self._results[slot] = os.path.join(self.root, f"r{slot}.json")
+        return path
 
-    def reset(self, slot: int) -> None:
-        """Empty `slot`'s working directory and remove its result file."""
-        path = os.path.join(self.root, f"w{slot}")
-        result = self.result_path(slot)
-        try:
-            os.unlink(result)
-        except FileNotFoundError:
-            pass
-        except OSError:
-            # NB: a trial may have put a directory where its result file goes
-            _remove_tree(result)
+    def reset(self, slot: int, *, result_left: bool = True) -> None:
+        """Empty `slot`'s working directory and remove its result file.
+
+        `result_left=False` says the caller has just found no result file (after the
+        attempt's processes were killed), so there is none to remove.
+        """
+        path = self.root + f"/w{slot}"
+        if result_left:
+            result = self.result_path(slot)
+            try:
+                os.unlink(result)
+            except FileNotFoundError:
+                pass
+            except OSError:
+                # NB: a trial may have put a directory where its result file goes
+                _remove_tree(result)
         try:
             if not os.listdir(path):
                 return
@@ -202,11 +211,13 @@ def spawn(
     *,
     cwd: str,
     out: int,
+    stdin: int = subprocess.DEVNULL,
     wrapper_procs: str | None = None,
 ) -> subprocess.Popen[bytes]:
     """Start one attempt in `cwd`, in a new session; its process.
 
-    stdin is /dev/null, stdout and stderr go to the open file `out`. With `wrapper_procs`
+    stdin is /dev/null (or the open fd `stdin`: a spawner keeps one /dev/null open for
+    all its attempts), stdout and stderr go to the open file `out`. With `wrapper_procs`
     the attempt first joins the cgroup whose `cgroup.procs` that is. `subprocess.Popen`
     and not `os.posix_spawn`: both vfork, but Popen lets go of the GIL while the child
     execs (posix_spawn holds it), so spawns on several threads overlap, and it changes the
@@ -222,7 +233,7 @@ def spawn(
         executable=executable,
         env=env,
         cwd=cwd,
-        stdin=subprocess.DEVNULL,
+        stdin=stdin,
         stdout=out,
         stderr=subprocess.STDOUT,
         start_new_session=True,
