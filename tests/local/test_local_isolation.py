@@ -42,15 +42,19 @@ def test_fresh_directory_and_clean_environment(run_eval, tmp_path, monkeypatch) 
 
 
 def test_odd_trials_do_not_break_the_run(run_eval) -> None:
-    """A directory at $PASSHAT_RESULT, a deleted cwd or a read-only tree are cleaned up."""
+    """A directory or a FIFO at $PASSHAT_RESULT, a deleted cwd, a read-only tree: cleaned up.
+
+    (A FIFO with no writer left must not block the read of the result.)
+    """
     script = """
     case "$PASSHAT_TRIAL" in
       0) mkdir "$PASSHAT_RESULT"; exit 0 ;;
       1) cd /; rm -rf "$HOME"; exit 1 ;;
       2) mkdir -p deep/er && touch deep/er/f && chmod -R a-w deep; exit 0 ;;
-      *) [ -z "$(ls -A "$HOME")" ] ;;
+      3) mkfifo "$PASSHAT_RESULT"; exit 1 ;;
+      *) [ -z "$(ls -A "$HOME")" ] && [ ! -e "$PASSHAT_RESULT" ] ;;
     esac
     """
-    proc, out = run_eval(eval_doc(script, tasks=["t"], trials=5, parallelism=1))
+    proc, out = run_eval(eval_doc(script, tasks=["t"], trials=6, parallelism=1))
     assert proc.returncode == 0, proc.stderr
-    assert [r["outcome"] for r in rows(out)] == ["pass", "fail", "pass", "pass", "pass"]
+    assert [r["outcome"] for r in rows(out)] == ["pass", "fail", "pass", "fail", "pass", "pass"]
