@@ -45,3 +45,13 @@ def test_spawn_methods_smoke() -> None:
         "epoll_loop_popen",
         "epoll_loop_spawner_threads",
     }
+
+
+def test_local_cpu_smoke() -> None:
+    """bench/local_cpu.py: 20 trials, one repeat; passhat's threads and both sides' CPU."""
+    result = _last_json("local_cpu.py", "--trials", "20", "--parallelism", "2", "--repeat", "1")
+    assert result["trials"] == 20
+    for key in ("passhat_loop_s", "passhat_spawner_s", "passhat_cpu_s", "bare_cpu_s"):
+        assert isinstance(result[key], float) and result[key] >= 0, key
+    per_trial = result["per_trial_ms"]
+    assert isinstance(per_trial, dict) and {"passhat_loop", "bare_wall"} <= set(per_trial)
