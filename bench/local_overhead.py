@@ -15,6 +15,13 @@ per_trial_ratio.
 
     python bench/local_overhead.py --trials 1000 --parallelism 4
     python bench/local_overhead.py --trials 1000 --parallelism 4 --sleep 0.05
+    TMPDIR=/dev/shm python bench/local_overhead.py --trials 10000
+
+The runs' output directories (and passhat's scratch directory) go under TMPDIR. passhat
+creates a transcript file per attempt; on an ext4 without a journal (this project's build
+VMs' root file system) creating files within a minute or more of deleting thousands is
+slow (the kernel skips recently deleted inodes one by one), so successive runs there
+disturb each other; TMPDIR on tmpfs or a journaled file system avoids that.
 """
 
 from __future__ import annotations
