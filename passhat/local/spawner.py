@@ -13,6 +13,7 @@ attempt's cgroup around the spawn (see `passhat.local.cgroup`).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import queue
 import subprocess
@@ -120,17 +121,12 @@ class Spawner:
         transcript = open_transcript(request.transcript)
         try:
             slot, pool = request.cgroup, self.pool
-            if slot is None or pool is None:
-                return spawn(
-                    request.executable,
-                    request.argv,
-                    request.env,
-                    cwd=request.cwd,
-                    out=transcript,
-                    stdin=self._devnull,
-                )
-            wrapper = slot.procs_path if pool.placement == "wrapper" else None
-            with pool.entered(slot):
+            wrapper = None
+            inside: contextlib.AbstractContextManager[None] = contextlib.nullcontext()
+            if slot is not None and pool is not None:
+                wrapper = slot.procs_path if pool.placement == "wrapper" else None
+                inside = pool.entered(slot)
+            with inside:
                 return spawn(
                     request.executable,
                     request.argv,
