@@ -16,6 +16,7 @@ import subprocess
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -195,19 +196,31 @@ def _retrying(action: Callable[[], None], what: str, timeout: float = 180) -> No
 @pytest.fixture
 def namespace(core_v1: client.CoreV1Api, request: pytest.FixtureRequest) -> Iterator[str]:
     """A fresh namespace for this test; deleted (pods' finalizers stripped) afterwards."""
-    name = _namespace_name(request.node.name)
-    body = {"metadata": {"name": name, "labels": {"passhat.dev/test": "true"}}}
-    _retrying(lambda: _create_namespace(core_v1, body), f"creating namespace {name}")
+    with fresh_namespace(core_v1, _namespace_name(request.node.name)) as name:
+        yield name
+
+
+@contextmanager
+def fresh_namespace(
+    core: client.CoreV1Api, name: str, *, labels: dict[str, str] | None = None
+) -> Iterator[str]:
+    """Namespace `name`, labelled a test namespace, once its default service account exists;
+    afterwards its pods' finalizers are stripped and it is deleted (each step retried
+    while the API server is briefly unreachable)."""
+    body = {"metadata": {"name": name, "labels": {"passhat.dev/test": "true", **(labels or {})}}}
+    _retrying(lambda: _create_namespace(core, body), f"creating namespace {name}")
     wait_for(
-        lambda: _has_default_sa(core_v1, name), 300, f"default service account in namespace {name}"
+        lambda: _has_default_sa(core, name), 300, f"default service account in namespace {name}"
     )
-    yield name
-    _retrying(lambda: strip_pod_finalizers(core_v1, name), f"stripping finalizers in {name}")
-    _retrying(lambda: _delete_namespace(core_v1, name), f"deleting namespace {name}")
-    # NB: finalizers added after the first strip (by a controller under test) would keep
-    # the namespace Terminating forever; strip once more after a short while.
-    time.sleep(0.5)
-    _retrying(lambda: strip_pod_finalizers(core_v1, name), f"stripping finalizers in {name}")
+    try:
+        yield name
+    finally:
+        _retrying(lambda: strip_pod_finalizers(core, name), f"stripping finalizers in {name}")
+        _retrying(lambda: _delete_namespace(core, name), f"deleting namespace {name}")
+        # NB: finalizers added after the first strip (by a controller under test) would
+        # keep the namespace Terminating forever; strip once more after a short while.
+        time.sleep(0.5)
+        _retrying(lambda: strip_pod_finalizers(core, name), f"stripping finalizers in {name}")
 
 
 def _create_namespace(core: client.CoreV1Api, body: dict[str, Any]) -> None:

@@ -9,7 +9,6 @@ Prometheus text scrape of it.
 from __future__ import annotations
 
 import re
-import time
 import urllib.error
 import urllib.request
 import uuid
@@ -23,7 +22,7 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.cluster.conftest import strip_pod_finalizers, wait_for
+from tests.cluster.conftest import fresh_namespace, wait_for
 from tests.cluster.operator_helpers import OperatorProcess, delete_evals
 
 T = TypeVar("T")
@@ -34,23 +33,9 @@ _PORT_LINE = re.compile(r"/metrics and /healthz on port (\d+)")
 def module_namespace(
     core: client.CoreV1Api, prefix: str, labels: dict[str, str] | None = None
 ) -> Iterator[str]:
-    """A fresh namespace (deleted afterwards, trial pods' finalizers stripped)."""
-    name = f"t-{prefix}-{uuid.uuid4().hex[:6]}"
-    core.create_namespace(
-        {"metadata": {"name": name, "labels": {"passhat.dev/test": "true", **(labels or {})}}}
-    )
-    wait_for(lambda: _has_default_sa(core, name), 120, f"default service account in {name}")
-    try:
+    """A fresh namespace for a whole module (deleted afterwards, as the `namespace` fixture's)."""
+    with fresh_namespace(core, f"t-{prefix}-{uuid.uuid4().hex[:6]}", labels=labels) as name:
         yield name
-    finally:
-        strip_pod_finalizers(core, name)
-        try:
-            core.delete_namespace(name)
-        except ApiException as err:
-            if err.status != 404:
-                raise
-        time.sleep(0.5)
-        strip_pod_finalizers(core, name)
 
 
 def shutdown(operator: OperatorProcess, kubectl: Callable[..., str], namespace: str) -> None:
@@ -71,16 +56,6 @@ def tolerant(pred: Callable[[], T]) -> Callable[[], T | None]:
             return None
 
     return call
-
-
-def _has_default_sa(core: client.CoreV1Api, namespace: str) -> bool:
-    try:
-        core.read_namespaced_service_account("default", namespace)
-    except ApiException as err:
-        if err.status == 404:
-            return False
-        raise
-    return True
 
 
 def metrics_port(operator: OperatorProcess, timeout: float = 120) -> int:
