@@ -141,7 +141,6 @@ class Scratch:
     def __init__(self) -> None:
         self.root = tempfile.mkdtemp(prefix="passhat-")
         self._made: set[int] = set()
-        self._results: dict[int, str] = {}
 
     def workdir(self, slot: int) -> str:
         """The (empty) working directory of `slot`."""
@@ -153,10 +152,7 @@ class Scratch:
 
     def result_path(self, slot: int) -> str:
         """Where the attempt in `slot` may write its result JSON."""
-        path = self._results.get(slot)
-        if path is None:
-            path = self._results[slot] = os.path.join(self.root, f"r{slot}.json")
-        return path
+        return os.path.join(self.root, f"r{slot}.json")
 
     def reset(self, slot: int, *, result_left: bool = True) -> None:
         """Empty `slot`'s working directory and remove its result file.
