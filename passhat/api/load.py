@@ -17,6 +17,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
+from passhat.api import yamlload
 from passhat.api.errors import InputError, SpecError
 from passhat.api.spec import (
     ConsistencyEval,
@@ -37,22 +38,6 @@ __all__ = [
     "resolve_tasks",
 ]
 
-
-def _json_loader(base: type[Any]) -> type[Any]:
-    """`base` without the timestamp resolver: dates stay strings, as `kubectl apply` sends them.
-
-    NB: a `date: 2024-01-01` in task params must reach the trial as JSON, and the API
-    server never sees YAML timestamps either (kubectl converts YAML to JSON first).
-    """
-    resolvers = {
-        first: [(tag, regexp) for tag, regexp in entries if tag != "tag:yaml.org,2002:timestamp"]
-        for first, entries in base.yaml_implicit_resolvers.items()
-    }
-    return type(f"Json{base.__name__}", (base,), {"yaml_implicit_resolvers": resolvers})
-
-
-_LOADER = _json_loader(yaml.SafeLoader)
-_FAST_LOADER = _json_loader(getattr(yaml, "CSafeLoader", yaml.SafeLoader))
 
 # Trial slots (tasks x trials) one eval may have; keeps status.ledger small.
 MAX_SLOTS = 200_000
@@ -82,7 +67,7 @@ def parse_eval(text: str, source: str = "<eval>") -> ConsistencyEval:
     """The eval in YAML `text`; `source` names it in error messages."""
     root = _compose(text, source)
     try:
-        data = yaml.load(text, Loader=_LOADER)
+        data = yamlload.construct(root)
     except yaml.YAMLError as err:
         raise SpecError(
             f"invalid YAML: {_yaml_problem(err)}", path=source, line=_mark_line(err)
@@ -166,10 +151,14 @@ def _tasks_in(text: str, *, where: str) -> list[Task]:
         items = json.loads(text)
     except ValueError:
         items = None
+    except RecursionError:
+        raise SpecError(f"{where}: invalid JSON: nested too deeply") from None
     try:
         if items is None:
-            items = yaml.load(text, Loader=_FAST_LOADER)
-    except (yaml.YAMLError, RecursionError) as err:
+            items = yamlload.load(text)
+    except RecursionError:
+        raise SpecError(f"{where}: invalid YAML/JSON: nested too deeply") from None
+    except yaml.YAMLError as err:
         raise SpecError(f"{where}: invalid YAML/JSON: {_yaml_problem(err)}") from None
     if not isinstance(items, list):
         raise SpecError(f"{where}: expected a list of tasks")
@@ -219,9 +208,11 @@ def read_local_config_maps(spec: EvalSpec, base_dir: str | FilePath) -> dict[str
 
 def _config_map_data(path: FilePath) -> dict[str, str]:
     try:
-        manifest = yaml.load(path.read_text(encoding="utf-8"), Loader=_FAST_LOADER)
+        manifest = yamlload.load(path.read_text(encoding="utf-8"))
     except yaml.YAMLError as err:
         raise InputError(f"invalid YAML: {_yaml_problem(err)}", path=str(path)) from None
+    except RecursionError:
+        raise InputError("invalid YAML: nested too deeply", path=str(path)) from None
     data = manifest.get("data") if isinstance(manifest, dict) else None
     if not isinstance(data, dict) or not all(isinstance(v, str) for v in data.values()):
         raise InputError("expected a ConfigMap manifest with string data", path=str(path))
@@ -230,7 +221,7 @@ def _config_map_data(path: FilePath) -> dict[str, str]:
 
 def _compose(text: str, source: str) -> yaml.Node:
     try:
-        nodes = list(yaml.compose_all(text, Loader=_LOADER))
+        nodes = yamlload.compose_all(text)
     except yaml.YAMLError as err:
         raise SpecError(
             f"invalid YAML: {_yaml_problem(err)}", path=source, line=_mark_line(err)

@@ -75,7 +75,7 @@ def read_numbered_journal(path: str, *, repair: bool = False) -> list[tuple[int,
 def _parse(line: bytes) -> dict[str, Any] | None:
     try:
         record = json.loads(line)
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
     if not isinstance(record, dict) or not all(key in record for key in FIELDS[:5]):
         return None

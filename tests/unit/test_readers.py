@@ -169,6 +169,9 @@ BAD = [
     ),
     ("t.eval", "PK\x03\x04", r"t\.eval: binary Inspect \.eval log"),
     ("t.jsonl", b"\xff\xfe\x00garbage", r"t\.jsonl: not UTF-8 text"),
+    ("t.json", "[" * 5000 + "]" * 5000, r"t\.json: bad JSON: nested too deeply"),
+    ("t.jsonl", '{"task_id": ' + "[" * 5000 + "]" * 5000 + "}\n", r"t\.jsonl:1: bad JSON: nested"),
+    ("t", '{"a": ' * 5000 + "1" + "}" * 5000 + "\n", r"t: bad JSON: nested too deeply"),
 ]
 
 

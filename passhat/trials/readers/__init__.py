@@ -64,6 +64,8 @@ def _parse_json(text: str, *, path: str) -> list[TrialRow]:
         raise InputError(
             f"bad JSON: {err.msg} (column {err.colno})", path=path, line=err.lineno
         ) from None
+    except RecursionError:
+        raise InputError("bad JSON: nested too deeply", path=path) from None
     return _parse_document(document, path=path)
 
 
@@ -84,7 +86,7 @@ def _parse(text: str, *, suffix: str, path: str) -> list[TrialRow]:
         first = text.lstrip().splitlines()[0]
         try:
             json.loads(first)
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):
             return _parse_json(text, path=path)  # NB: one object over several lines
         return parse_jsonl(text, path=path)
     return parse_csv(text, path=path)

@@ -46,5 +46,7 @@ def parse_jsonl(text: str, *, path: str) -> list[TrialRow]:
             raise InputError(
                 f"bad JSON: {err.msg} (column {err.colno})", path=path, line=number
             ) from None
+        except RecursionError:
+            raise InputError("bad JSON: nested too deeply", path=path, line=number) from None
         rows.append(row_from_object(obj, path=path, line=number))
     return rows
