@@ -55,3 +55,15 @@ def test_local_cpu_smoke() -> None:
         assert isinstance(result[key], float) and result[key] >= 0, key
     per_trial = result["per_trial_ms"]
     assert isinstance(per_trial, dict) and {"passhat_loop", "bare_wall"} <= set(per_trial)
+
+
+def test_startup_smoke() -> None:
+    """bench/startup.py: one repeat; every command timed in the JSON line."""
+    installed = _last_json("startup.py", "--repeat", "1")["installed"]
+    assert isinstance(installed, dict)
+    assert set(installed) == {
+        "python -c pass",
+        "passhat trial -- true",
+        "passhat score",
+        "passhat run (1 trial)",
+    }
