@@ -156,8 +156,6 @@ def _tasks_in(text: str, *, where: str) -> list[Task]:
     try:
         if items is None:
             items = yamlload.load(text)
-    except RecursionError:
-        raise SpecError(f"{where}: invalid YAML/JSON: nested too deeply") from None
     except yaml.YAMLError as err:
         raise SpecError(f"{where}: invalid YAML/JSON: {_yaml_problem(err)}") from None
     if not isinstance(items, list):
@@ -211,8 +209,6 @@ def _config_map_data(path: FilePath) -> dict[str, str]:
         manifest = yamlload.load(path.read_text(encoding="utf-8"))
     except yaml.YAMLError as err:
         raise InputError(f"invalid YAML: {_yaml_problem(err)}", path=str(path)) from None
-    except RecursionError:
-        raise InputError("invalid YAML: nested too deeply", path=str(path)) from None
     data = manifest.get("data") if isinstance(manifest, dict) else None
     if not isinstance(data, dict) or not all(isinstance(v, str) for v in data.values()):
         raise InputError("expected a ConfigMap manifest with string data", path=str(path))
@@ -226,8 +222,6 @@ def _compose(text: str, source: str) -> yaml.Node:
         raise SpecError(
             f"invalid YAML: {_yaml_problem(err)}", path=source, line=_mark_line(err)
         ) from None
-    except RecursionError:
-        raise SpecError("invalid YAML: nested too deeply", path=source) from None
     if not nodes:
         raise SpecError("empty file, expected a ConsistencyEval", path=source)
     if len(nodes) > 1:

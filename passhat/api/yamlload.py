@@ -12,8 +12,9 @@ Every YAML collection starts with one of `[`, `{`, `-`, `?`, `:` (flow start, bl
 sequence entry, explicit key, value indicator), so text with at most MAX_DEPTH of those
 characters needs no check; other text is first run through libyaml's event parser (which
 keeps its own stack, no recursion), counting the depth and stopping past MAX_DEPTH. Deeper
-text raises RecursionError, as the pure-Python loader does for it (at a few hundred levels),
-and callers report both as "nested too deeply". No eval or task list comes near the limit.
+text raises NestedTooDeeply, a yaml.YAMLError whose problem is "nested too deeply"; so does
+text past the pure-Python loader's limit (its RecursionError, at a few hundred levels), so
+callers handle it like any other invalid YAML. No eval or task list comes near the limit.
 
 Invalid YAML is always reported with the pure-Python parser's message, so messages do not
 depend on whether libyaml is installed. Both loaders leave dates as strings (`kubectl
@@ -22,12 +23,13 @@ apply` sends JSON, never YAML timestamps).
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 import yaml
 
-__all__ = ["MAX_DEPTH", "compose_all", "construct", "load", "uses_libyaml"]
+__all__ = ["MAX_DEPTH", "NestedTooDeeply", "compose_all", "construct", "load", "uses_libyaml"]
 
 T = TypeVar("T")
 
@@ -35,6 +37,15 @@ MAX_DEPTH = 200
 _NESTING_MARKS = "[{-?:"
 _STARTS = (yaml.SequenceStartEvent, yaml.MappingStartEvent)
 _ENDS = (yaml.SequenceEndEvent, yaml.MappingEndEvent)
+
+
+class NestedTooDeeply(yaml.YAMLError):
+    """YAML nested deeper than MAX_DEPTH (or than the pure-Python loader can recurse)."""
+
+    problem = "nested too deeply"
+
+    def __str__(self) -> str:
+        return self.problem
 
 
 def _json_loader(base: type[Any]) -> type[Any]:
@@ -64,8 +75,8 @@ def uses_libyaml() -> bool:
 def load(text: str) -> Any:
     """The Python value of the one YAML document in `text` (None when empty).
 
-    Raises yaml.YAMLError for invalid YAML and RecursionError for YAML nested deeper than
-    MAX_DEPTH (or than the pure-Python loader's limit).
+    Raises yaml.YAMLError for invalid YAML, NestedTooDeeply (one) for YAML nested deeper
+    than MAX_DEPTH or than the pure-Python loader's limit.
     """
     return _parse(text, lambda loader: yaml.load(text, Loader=loader))
 
@@ -86,24 +97,27 @@ def construct(node: yaml.Node) -> Any:
 
 def _parse(text: str, parse: Callable[[type[Any]], T]) -> T:
     if C_LOADER is not None:
-        try:
-            if _nests_too_deep(text, C_LOADER):
-                raise RecursionError(f"YAML nested more than {MAX_DEPTH} levels deep")
+        if _nests_too_deep(text, C_LOADER):
+            raise NestedTooDeeply
+        # NB: on invalid YAML, report the pure-Python parser's error (same wording everywhere)
+        with contextlib.suppress(yaml.YAMLError):
             return parse(C_LOADER)
-        except yaml.YAMLError:
-            pass  # NB: report the pure-Python parser's error below (same wording everywhere)
-    return parse(PURE_LOADER)
+    try:
+        return parse(PURE_LOADER)
+    except RecursionError:
+        raise NestedTooDeeply from None
 
 
 def _nests_too_deep(text: str, loader: type[Any]) -> bool:
     if sum(map(text.count, _NESTING_MARKS)) <= MAX_DEPTH:
         return False
     depth = 0
-    for event in yaml.parse(text, Loader=loader):
-        if isinstance(event, _STARTS):
-            depth += 1
-            if depth > MAX_DEPTH:
-                return True
-        elif isinstance(event, _ENDS):
-            depth -= 1
+    with contextlib.suppress(yaml.YAMLError):  # NB: invalid YAML is reported by the parse
+        for event in yaml.parse(text, Loader=loader):
+            if isinstance(event, _STARTS):
+                depth += 1
+                if depth > MAX_DEPTH:
+                    return True
+            elif isinstance(event, _ENDS):
+                depth -= 1
     return False

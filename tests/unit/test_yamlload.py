@@ -50,7 +50,7 @@ def test_deep_nesting_is_an_error_not_a_crash(tmp_path: Path) -> None:
         for text in ("[" * 30000 + "]" * 30000, "- " * 30000 + "x", "{a: " * 30000 + "}" * 30000):
             try:
                 yamlload.load(text)
-            except RecursionError:
+            except yamlload.NestedTooDeeply:
                 pass
             else:
                 raise SystemExit("loaded")
@@ -70,7 +70,7 @@ def test_deep_nesting_is_an_error_not_a_crash(tmp_path: Path) -> None:
 @needs_libyaml
 @pytest.mark.parametrize("kind", ["flow-seq", "flow-map", "block-seq", "block-map"])
 def test_depth_limit_is_exact(kind: str) -> None:
-    """MAX_DEPTH nested collections load; one more is a RecursionError."""
+    """MAX_DEPTH nested collections load; one more is NestedTooDeeply."""
     limit = yamlload.MAX_DEPTH
     value: Any = yamlload.load(_nested(kind, limit))
     depth = 0
@@ -80,7 +80,7 @@ def test_depth_limit_is_exact(kind: str) -> None:
             break
         value = value[0] if isinstance(value, list) else value["a"]
     assert depth == limit
-    with pytest.raises(RecursionError):
+    with pytest.raises(yamlload.NestedTooDeeply):
         yamlload.load(_nested(kind, limit + 1))
 
 
