@@ -67,3 +67,9 @@ def test_startup_smoke() -> None:
         "passhat score",
         "passhat run (1 trial)",
     }
+
+
+def test_spec_parse_smoke() -> None:
+    """bench/spec_parse.py: one repeat, one size; every eval timed in the JSON line."""
+    result = _last_json("spec_parse.py", "--repeat", "1", "--tasks", "3")
+    assert set(result) == {"examples/eval.yaml", "3 tasks"}
