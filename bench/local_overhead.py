@@ -20,7 +20,7 @@ per_trial_ratio.
 First it compiles passhat's modules to bytecode (`compileall`), as `pip install` of a
 wheel does and as the first run does on most machines: where PYTHONDONTWRITEBYTECODE is
 set (it is on this project's build VMs) and passhat is installed editable, every run would
-otherwise compile its 45 modules again, about 0.05 s that no installed passhat pays.
+otherwise compile its 45 modules again, which no installed passhat does.
 `--no-compile` measures as found.
 
 The runs' output directories (and passhat's scratch directory) go under TMPDIR. passhat

@@ -1,11 +1,11 @@
 """Parse YAML at libyaml's speed, without letting a deeply nested document crash the process.
 
-PyYAML's C loader (libyaml) reads large task lists three to five times faster than the
-pure-Python one, but its composer recurses in C with no depth check: about 25,000 nested
-collections (`[[[[...`, or `- - - ...` on one line: 30 KiB of text) overflow an 8 MiB
-stack and kill the process with SIGSEGV, no exception and no message; and its scanner
-slows down with the square of the depth (400,000 levels took minutes). A ConfigMap value
-like that would take the operator down, and keep it down.
+PyYAML's C loader (libyaml) reads large task lists several times faster than the
+pure-Python one (bench/spec_parse.py), but its composer recurses in C with no depth
+check: about 25,000 nested collections (`[[[[...`, or `- - - ...` on one line: 30 KiB of
+text) overflow an 8 MiB stack and kill the process with SIGSEGV, no exception and no
+message; and its scanner slows down sharply as the depth grows. A ConfigMap value like
+that would take the operator down, and keep it down.
 
 So the C composer only ever sees text that nests at most MAX_DEPTH collections deep.
 Every YAML collection starts with one of `[`, `{`, `-`, `?`, `:` (flow start, block
