@@ -32,7 +32,7 @@ from passhat import metrics
 from passhat.api.spec import GROUP, VERSION
 from passhat.operator import events
 from passhat.operator.config import OperatorConfig
-from passhat.operator.kube import PLURAL, EvalApi, Kube, load_client_config
+from passhat.operator.kube import PLURAL, Kube, OperatorApi, load_client_config
 from passhat.operator.loop import EvalLoop, PassState, Recorded
 from passhat.operator.pods import EvalRef
 from passhat.operator.podwatch import PodWatcher
@@ -52,7 +52,7 @@ class OperatorRuntime:
     def __init__(self) -> None:
         self.config = OperatorConfig()
         self.kubeconfig: str | None = None
-        self._api: EvalApi | None = None
+        self._api: OperatorApi | None = None
         self._passes: ThreadPoolExecutor | None = None
         self._watcher: PodWatcher | None = None
         self.wakers: dict[str, tuple[asyncio.AbstractEventLoop, asyncio.Event]] = {}
@@ -60,13 +60,13 @@ class OperatorRuntime:
         self._locks_guard = threading.Lock()
 
     @property
-    def api(self) -> EvalApi:
+    def api(self) -> OperatorApi:
         """The API wrapper (made on first use from the kubeconfig / in-cluster config)."""
         if self._api is None:
             self._api = Kube(load_client_config(self.kubeconfig), self.config)
         return self._api
 
-    def set_api(self, api: EvalApi) -> None:
+    def set_api(self, api: OperatorApi) -> None:
         """Use `api` instead of a real API server (tests)."""
         self._api = api
 

@@ -8,10 +8,11 @@ nothing here deserializes into client models, every call reads straight from the
 server (never a possibly-stale cache: the exactly-once argument depends on it), and the
 writes of one pass go out in parallel on a thread pool.
 
-`EvalApi` is the protocol the loop codes against; `Kube` implements it over the
-`kubernetes` client's REST layer, and the unit tests implement it in memory. Transient
-failures (5xx, 429, connection errors: the API server restarting) are retried a few times
-here; anything longer fails the pass, which the loop simply runs again later.
+`EvalApi` is the protocol the loop codes against and `OperatorApi` adds the pod watch the
+handlers use; `Kube` implements both over the `kubernetes` client's REST layer, and the
+unit tests implement `EvalApi` in memory. Transient failures (5xx, 429, connection
+errors: the API server restarting) are retried a few times here; anything longer fails
+the pass, which the loop simply runs again later.
 """
 
 from __future__ import annotations
@@ -34,7 +35,15 @@ from passhat.api.spec import GROUP, VERSION
 from passhat.operator.config import OperatorConfig
 from passhat.operator.pods import FINALIZER, LABEL_EVAL_UID, LABEL_RECORDED
 
-__all__ = ["ApiError", "Conflict", "EvalApi", "Kube", "load_client_config", "slim_pod"]
+__all__ = [
+    "ApiError",
+    "Conflict",
+    "EvalApi",
+    "Kube",
+    "OperatorApi",
+    "load_client_config",
+    "slim_pod",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -94,12 +103,6 @@ class EvalApi(Protocol):
         """A ConfigMap; None when it does not exist."""
         ...
 
-    def watch_pods(
-        self, namespace: str, on_event: Callable[[str, Mapping[str, Any]], None]
-    ) -> None:
-        """Stream trial pod events of a namespace to `on_event(type, pod)` (raises on errors)."""
-        ...
-
     def patch_eval_status(
         self, namespace: str, name: str, resource_version: str, status: Mapping[str, Any]
     ) -> dict[str, Any]:
@@ -128,6 +131,16 @@ class EvalApi(Protocol):
 
     def release_pods(self, namespace: str, pods: Sequence[Mapping[str, Any]]) -> None:
         """Remove our finalizer from each pod, then delete it (in parallel; gone is fine)."""
+        ...
+
+
+class OperatorApi(EvalApi, Protocol):
+    """What the kopf handlers ask of the API server: the loop's calls, and a pod watch."""
+
+    def watch_pods(
+        self, namespace: str, on_event: Callable[[str, Mapping[str, Any]], None]
+    ) -> None:
+        """Stream trial pod events of a namespace to `on_event(type, pod)` (raises on errors)."""
         ...
 
 
@@ -278,7 +291,7 @@ class Kube:
             data = {"message": raw[:200].decode(errors="replace")}
         return int(response.status), data
 
-    # -- EvalApi ----------------------------------------------------------------------------
+    # -- EvalApi, OperatorApi ------------------------------------------------------------------
 
     def _eval_path(self, namespace: str, name: str) -> str:
         return f"/apis/{GROUP}/{VERSION}/namespaces/{namespace}/{PLURAL}/{name}"
