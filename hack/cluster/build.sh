@@ -12,10 +12,6 @@ timed() { # timed NAME CMD...: run CMD, log how long it took
   log "$name took $((SECONDS - start))s"
 }
 
-KUBE_BIN="${PASSHAT_CACHE_DIR}/bin-kube-${KUBE_VERSION}"
-ETCD_BIN="${PASSHAT_CACHE_DIR}/bin-etcd-${ETCD_VERSION}"
-KWOK_BIN="${PASSHAT_CACHE_DIR}/bin-kwok-${KWOK_VERSION}"
-HELM_BIN="${PASSHAT_CACHE_DIR}/bin-helm-${HELM_VERSION}"
 KUBE_TOOLS=(kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl)
 
 # A wrapper module that requires MODULE@VERSION and pins each staging module it requires
@@ -75,9 +71,20 @@ build_kwok() {
 
 build_helm() {
   [[ -x "$HELM_BIN/helm" ]] && { log "helm $HELM_VERSION cached"; return; }
+  # The ldflags of helm's Makefile: its version, and the Kubernetes version `helm template`
+  # and `helm lint` assume without a cluster: client-go v0.X.Y -> Kubernetes 1.X.
+  local gomod client_go minor ld
+  gomod=$(go mod download -json "helm.sh/helm/v3@${HELM_VERSION}" | python3 -c 'import json,sys; print(json.load(sys.stdin)["GoMod"])')
+  client_go=$(awk '$1 == "k8s.io/client-go" {print $2}' "$gomod")
+  minor=$(echo "$client_go" | cut -d. -f2)
+  [[ "$minor" =~ ^[0-9]+$ ]] || { log "helm: no k8s.io/client-go version in $gomod"; exit 1; }
+  ld="-s -w -X helm.sh/helm/v3/internal/version.version=${HELM_VERSION}"
+  for p in helm.sh/helm/v3/pkg/chartutil helm.sh/helm/v3/pkg/lint/rules; do
+    ld+=" -X $p.k8sVersionMajor=1 -X $p.k8sVersionMinor=${minor}"
+  done
   mkdir -p "$HELM_BIN.tmp"
-  timed "helm build" env CGO_ENABLED=0 GOBIN="$HELM_BIN.tmp" go install -p "${PASSHAT_BUILD_JOBS:-2}" -trimpath \
-    -ldflags "-s -w -X helm.sh/helm/v3/internal/version.version=${HELM_VERSION}" "helm.sh/helm/v3/cmd/helm@${HELM_VERSION}"
+  timed "helm build (assumes Kubernetes 1.${minor})" env CGO_ENABLED=0 GOBIN="$HELM_BIN.tmp" \
+    go install -p "${PASSHAT_BUILD_JOBS:-2}" -trimpath -ldflags "$ld" "helm.sh/helm/v3/cmd/helm@${HELM_VERSION}"
   rm -rf "$HELM_BIN"; mv "$HELM_BIN.tmp" "$HELM_BIN"
 }
 

@@ -26,10 +26,6 @@ POD_CIDR=10.88.0.0/16
 KWOK_CIDR=10.200.0.1/16
 PAUSE_IMAGE=localhost/passhat/pause:3.10
 BUSYBOX_IMAGE=localhost/passhat/busybox:test
-KUBE_BIN="${PASSHAT_CACHE_DIR}/bin-kube-${KUBE_VERSION}"
-ETCD_BIN="${PASSHAT_CACHE_DIR}/bin-etcd-${ETCD_VERSION}"
-KWOK_BIN="${PASSHAT_CACHE_DIR}/bin-kwok-${KWOK_VERSION}"
-HELM_BIN="${PASSHAT_CACHE_DIR}/bin-helm-${HELM_VERSION}"
 PAUSE_BIN="${PASSHAT_CACHE_DIR}/bin-pause-$(sha256sum "$(dirname "${BASH_SOURCE[0]}")/pause/main.go" | cut -c1-12)"
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 

@@ -13,4 +13,13 @@ export GOMODCACHE="${PASSHAT_CACHE_DIR}/gomod"
 export GOCACHE="${PASSHAT_CACHE_DIR}/gocache"
 export GOFLAGS="-buildvcs=false"
 export GOTOOLCHAIN=local
+
+# Where build.sh puts each component's binaries (keyed by version).
+KUBE_BIN="${PASSHAT_CACHE_DIR}/bin-kube-${KUBE_VERSION}"
+ETCD_BIN="${PASSHAT_CACHE_DIR}/bin-etcd-${ETCD_VERSION}"
+KWOK_BIN="${PASSHAT_CACHE_DIR}/bin-kwok-${KWOK_VERSION}"
+# NB: "-kv": built with helm's Kubernetes-version ldflags (without them it assumed
+# Kubernetes 1.20); the suffix keeps a cached binary of the older recipe from being used.
+HELM_BIN="${PASSHAT_CACHE_DIR}/bin-helm-${HELM_VERSION}-kv"
+
 command -v go >/dev/null 2>&1 || export PATH="/usr/local/go/bin:${PATH}"

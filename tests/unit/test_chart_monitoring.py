@@ -9,7 +9,6 @@ series they are about (`promtool test rules`).
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import subprocess
@@ -21,9 +20,8 @@ import yaml
 from prometheus_client import generate_latest
 
 from passhat.metrics import METRIC_NAMES, REGISTRY
+from tests.unit.chart_helpers import CHART, KUBE_VERSION, helm
 
-REPO = Path(__file__).resolve().parents[2]
-CHART = REPO / "charts" / "passhat"
 DASHBOARD = CHART / "dashboards" / "passhat.json"
 # What the dashboard's template variables stand for when an expression is checked.
 VARIABLES = {
@@ -69,30 +67,10 @@ def substitute(expr: str) -> str:
     return expr
 
 
-def helm_binary() -> str:
-    """The helm of the test cluster's tools (see test_chart_render); fails when missing."""
-    cache = Path(os.environ.get("PASSHAT_CACHE_DIR", "/var/cache/passhat"))
-    candidates = [REPO / ".cluster" / "bin" / "helm", *sorted(cache.glob("bin-helm-*/helm"))]
-    for path in candidates:
-        if path.is_file() and os.access(path, os.X_OK):
-            return str(path)
-    found = shutil.which("helm")
-    if found is None:
-        pytest.fail("no helm: run hack/cluster/build.sh helm (or hack/cluster/up.sh)")
-    return found
-
-
 def rule_groups() -> list[dict[str, Any]]:
     """The rule groups of the PrometheusRule the chart renders (release "ph")."""
-    args = ["template", "ph", str(CHART), "--kube-version", "1.34.0"]
-    proc = subprocess.run(
-        [helm_binary(), *args, "--set", "prometheusRule.enabled=true"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stderr
+    args = ["template", "ph", str(CHART), "--kube-version", KUBE_VERSION]
+    proc = helm(*args, "--set", "prometheusRule.enabled=true")
     (rule,) = [d for d in yaml.safe_load_all(proc.stdout) if d and d["kind"] == "PrometheusRule"]
     groups: list[dict[str, Any]] = rule["spec"]["groups"]
     return groups

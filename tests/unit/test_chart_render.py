@@ -1,56 +1,21 @@
 """The Helm chart renders what a shared cluster needs: both install modes, least privilege.
 
 `helm lint --strict` and `helm template` run on charts/passhat with the helm that
-hack/cluster builds (.cluster/bin/helm, else the cache, else PATH); the rendered objects are
+hack/cluster builds (tests/unit/chart_helpers.py); the rendered objects are
 checked as data, and bad values must be refused by values.schema.json before anything renders.
 """
 
 from __future__ import annotations
 
-import os
-import shutil
-import subprocess
-from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-REPO = Path(__file__).resolve().parents[2]
-CHART = REPO / "charts" / "passhat"
+from tests.unit.chart_helpers import CHART, KUBE_VERSION, helm
+
 RELEASE = "ph"
 RELEASE_NS = "passhat-system"
-# NB: a helm built without its version ldflags assumes Kubernetes 1.20, below the chart's
-# kubeVersion; the test cluster runs 1.34.
-KUBE_VERSION = "1.34.0"
-
-
-def helm_binary() -> str:
-    """The helm of the test cluster's tools; fails (never skips) when there is none."""
-    candidates = [REPO / ".cluster" / "bin" / "helm"]
-    versions = (REPO / "hack" / "cluster" / "versions.sh").read_text()
-    for line in versions.splitlines():
-        if line.startswith("HELM_VERSION="):
-            version = line.split("=", 1)[1].split()[0]
-            cache = Path(os.environ.get("PASSHAT_CACHE_DIR", "/var/cache/passhat"))
-            candidates.append(cache / f"bin-helm-{version}" / "helm")
-    for path in candidates:
-        if path.is_file() and os.access(path, os.X_OK):
-            return str(path)
-    found = shutil.which("helm")
-    if found is None:
-        pytest.fail("no helm: run hack/cluster/build.sh helm (or hack/cluster/up.sh)")
-    return found
-
-
-def helm(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    """Run helm; fail the test with its stderr when `check` and it fails."""
-    proc = subprocess.run(
-        [helm_binary(), *args], capture_output=True, text=True, timeout=120, check=False
-    )
-    if check and proc.returncode != 0:
-        pytest.fail(f"helm {' '.join(args)} failed:\n{proc.stderr}")
-    return proc
 
 
 def render(*sets: str) -> list[dict[str, Any]]:
@@ -260,3 +225,11 @@ def test_every_value_is_commented() -> None:
         inside_value = any(c for _, c in ancestors)
         assert commented or section or inside_value, f"values.yaml:{index + 1}: {stripped}"
         ancestors.append((indent, commented))
+
+
+def test_renders_for_helms_default_kubernetes_version() -> None:
+    """Without --kube-version, `helm template` assumes its own Kubernetes version; the chart's
+    kubeVersion must accept it (hack/cluster builds helm with the ldflags that set it)."""
+    version = helm("version", "--template", "{{.Version}}").stdout
+    proc = helm("template", RELEASE, str(CHART), "--namespace", RELEASE_NS, check=False)
+    assert proc.returncode == 0, f"helm {version}: {proc.stderr}"
