@@ -85,7 +85,8 @@ class Bench:
         self.threads(lambda i: self.popen(i).wait())
 
     def epoll_loop_popen(self) -> None:
-        epoll, running, started, done = select.epoll(), {}, 0, 0
+        epoll, started, done = select.epoll(), 0, 0
+        running: dict[int, subprocess.Popen[bytes]] = {}
         while done < self.children:
             while len(running) < self.parallelism and started < self.children:
                 process = self.popen(started)

@@ -22,11 +22,12 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar, cast
 
+import urllib3
 import yaml
 from kubernetes import client, config
-from kubernetes.client.rest import ApiException
+from kubernetes.client.exceptions import ApiException
 
 REPO = Path(__file__).resolve().parents[2]
 OUT = REPO / "tests" / "fixtures" / "pods"
@@ -36,6 +37,13 @@ OOM = "head -c 400m /dev/zero | tail"
 RESULT_PASS = '{"outcome": "pass", "score": 1.0, "reason": "matched"}'
 RESULT_FAIL = '{"outcome": "fail", "score": 0.0, "reason": "wrong refund"}'
 Pod = dict[str, Any]
+M = TypeVar("M")
+
+
+def as_body(manifest: dict[str, Any], model: type[M]) -> M:
+    """`manifest` as the body of a client method that declares `model`: every client
+    release accepts a plain dict there (older ones send it as is, typed ones validate it)."""
+    return cast(M, manifest)
 
 
 def container_state(pod: Pod, key: str) -> dict[str, Any] | None:
@@ -262,7 +270,8 @@ def read(core: client.CoreV1Api, ns: str, name: str) -> Pod | None:
         if err.status == 404:
             return None
         raise
-    pod: Pod = json.loads(resp.data)
+    # NB: with _preload_content=False the client returns the urllib3 response, not a model.
+    pod: Pod = json.loads(cast(urllib3.HTTPResponse, resp).data)
     return pod
 
 
@@ -280,19 +289,18 @@ def capture(core: client.CoreV1Api, cases: list[Case]) -> dict[str, Pod]:
     """Run all cases at once in a scratch namespace; return case name → pod JSON."""
     ns = f"passhat-fixtures-{uuid.uuid4().hex[:6]}"
     gc_node = f"kwok-gc-{uuid.uuid4().hex[:6]}"
-    core.create_namespace({"metadata": {"name": ns}})
+    core.create_namespace(as_body({"metadata": {"name": ns}}, client.V1Namespace))
     if any(c.node == "kwok-gc" for c in cases):
         taint = {"key": "kwok.x-k8s.io/node", "value": "fake", "effect": "NoSchedule"}
-        core.create_node(
-            {
-                "metadata": {
-                    "name": gc_node,
-                    "annotations": {"kwok.x-k8s.io/node": "fake"},
-                    "labels": {"type": "kwok-gc", "kubernetes.io/hostname": gc_node},
-                },
-                "spec": {"taints": [taint]},
-            }
-        )
+        node = {
+            "metadata": {
+                "name": gc_node,
+                "annotations": {"kwok.x-k8s.io/node": "fake"},
+                "labels": {"type": "kwok-gc", "kubernetes.io/hostname": gc_node},
+            },
+            "spec": {"taints": [taint]},
+        }
+        core.create_node(as_body(node, client.V1Node))
     deadline_sa = time.monotonic() + 120
     while time.monotonic() < deadline_sa:
         try:
@@ -304,7 +312,7 @@ def capture(core: client.CoreV1Api, cases: list[Case]) -> dict[str, Pod]:
     acted: set[str] = set()
     try:
         for case in cases:
-            core.create_namespaced_pod(ns, manifest(case, gc_node))
+            core.create_namespaced_pod(ns, as_body(manifest(case, gc_node), client.V1Pod))
         start = time.monotonic()
         pending = {c.name: c for c in cases}
         while pending:
@@ -326,7 +334,9 @@ def capture(core: client.CoreV1Api, cases: list[Case]) -> dict[str, Pod]:
             time.sleep(1)
     finally:
         for item in core.list_namespaced_pod(ns).items:
-            core.patch_namespaced_pod(item.metadata.name, ns, {"metadata": {"finalizers": None}})
+            meta = item.metadata
+            assert meta is not None and meta.name, f"a pod of {ns} listed without a name"
+            core.patch_namespaced_pod(meta.name, ns, {"metadata": {"finalizers": None}})
         core.delete_namespace(ns)
         with contextlib.suppress(ApiException):
             core.delete_node(gc_node)
@@ -339,7 +349,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--kubeconfig", default=str(REPO / ".cluster" / "kubeconfig"))
     args = parser.parse_args(argv)
     cases = [c for c in CASES if not args.only or c.name in args.only]
-    core = client.CoreV1Api(config.new_client_from_config(config_file=args.kubeconfig))
+    # NB: the client's config loaders carry no annotations, even in its typed releases.
+    new_client: Callable[..., client.ApiClient] = config.new_client_from_config
+    core = client.CoreV1Api(new_client(config_file=args.kubeconfig))
     captured = capture(core, cases)
     OUT.mkdir(parents=True, exist_ok=True)
     for name, pod in captured.items():

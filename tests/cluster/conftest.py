@@ -25,7 +25,9 @@ import pytest
 import urllib3
 import yaml
 from kubernetes import client, config
-from kubernetes.client.rest import ApiException
+from kubernetes.client.exceptions import ApiException
+
+from tests.cluster.kube_helpers import as_body
 
 REPO = Path(__file__).resolve().parents[2]
 CLUSTER_DIR = REPO / ".cluster"
@@ -108,7 +110,9 @@ def cluster() -> Cluster:
 @pytest.fixture(scope="session")
 def api_client(cluster: Cluster) -> client.ApiClient:
     """A kubernetes ApiClient for the admin kubeconfig."""
-    return config.new_client_from_config(config_file=str(cluster.kubeconfig))
+    # NB: the client's config loaders carry no annotations, even in its typed releases.
+    new_client: Callable[..., client.ApiClient] = config.new_client_from_config
+    return new_client(config_file=str(cluster.kubeconfig))
 
 
 @pytest.fixture(scope="session")
@@ -169,11 +173,11 @@ def _namespace_name(test_name: str) -> str:
 def strip_pod_finalizers(core: client.CoreV1Api, namespace: str) -> None:
     """Remove every finalizer from every pod of `namespace` (so it can be deleted)."""
     for pod in core.list_namespaced_pod(namespace).items:
-        if pod.metadata.finalizers:
+        meta = pod.metadata
+        assert meta is not None and meta.name, f"a pod of {namespace} listed without a name"
+        if meta.finalizers:
             try:
-                core.patch_namespaced_pod(
-                    pod.metadata.name, namespace, {"metadata": {"finalizers": None}}
-                )
+                core.patch_namespaced_pod(meta.name, namespace, {"metadata": {"finalizers": None}})
             except ApiException as err:
                 if err.status != 404:
                     raise
@@ -225,7 +229,7 @@ def fresh_namespace(
 
 def _create_namespace(core: client.CoreV1Api, body: dict[str, Any]) -> None:
     try:
-        core.create_namespace(body)
+        core.create_namespace(as_body(body, client.V1Namespace))
     except ApiException as err:
         if err.status != 409:  # NB: 409 = a retry after a lost response
             raise

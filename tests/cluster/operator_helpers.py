@@ -36,10 +36,11 @@ from typing import Any
 
 import pytest
 from kubernetes import client
-from kubernetes.client.rest import ApiException
+from kubernetes.client.exceptions import ApiException
 
 from passhat.trials.ledger import SlotLedger
 from passhat.trials.outcomes import Outcome, Verdict
+from tests.cluster.kube_helpers import raw_json
 
 REPO = Path(__file__).resolve().parents[2]
 GROUP, VERSION, PLURAL = "passhat.dev", "v1alpha1", "consistencyevals"
@@ -224,22 +225,24 @@ def create_eval(
 ) -> dict[str, Any]:
     """Create the eval; returns it as stored."""
     custom = client.CustomObjectsApi(api)
-    created: dict[str, Any] = custom.create_namespaced_custom_object(
+    created = custom.create_namespaced_custom_object(
         GROUP, VERSION, namespace, PLURAL, dict(manifest)
     )
+    assert isinstance(created, dict), f"creating an eval returned {created!r}, not an object"
     return created
 
 
 def get_eval(api: client.ApiClient, namespace: str, name: str) -> dict[str, Any] | None:
     """The eval as stored now (None when it does not exist)."""
     try:
-        body: dict[str, Any] = client.CustomObjectsApi(api).get_namespaced_custom_object(
+        body = client.CustomObjectsApi(api).get_namespaced_custom_object(
             GROUP, VERSION, namespace, PLURAL, name
         )
     except ApiException as err:
         if err.status == 404:
             return None
         raise
+    assert isinstance(body, dict), f"reading eval {name} returned {body!r}, not an object"
     return body
 
 
@@ -285,7 +288,7 @@ def trial_pods(core: client.CoreV1Api, namespace: str) -> list[dict[str, Any]]:
     response = core.list_namespaced_pod(
         namespace, label_selector=EVAL_UID_LABEL, _preload_content=False
     )
-    items: list[dict[str, Any]] = json.loads(response.data)["items"]
+    items: list[dict[str, Any]] = raw_json(response)["items"]
     return items
 
 

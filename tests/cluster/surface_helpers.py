@@ -19,7 +19,7 @@ from typing import TypeVar
 import pytest
 import urllib3
 from kubernetes import client
-from kubernetes.client.rest import ApiException
+from kubernetes.client.exceptions import ApiException
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.cluster.conftest import fresh_namespace, wait_for

@@ -6,12 +6,18 @@ import json
 import subprocess
 import uuid
 from collections.abc import Callable
+from decimal import Decimal
 from typing import Any
 
 import pytest
 from kubernetes import client
-from kubernetes.client.rest import ApiException
-from kubernetes.utils import parse_quantity
+from kubernetes.client.exceptions import ApiException
+from kubernetes.utils import parse_quantity as _parse_quantity
+
+from tests.cluster.kube_helpers import as_body, create_pod, raw_json
+
+# NB: kubernetes.utils carries no annotations, even in the client's typed releases.
+parse_quantity: Callable[[str], Decimal] = _parse_quantity
 
 
 def test_server_and_tools_report_pinned_versions(cluster: Any, kubectl: Callable[..., str]) -> None:
@@ -30,25 +36,29 @@ def test_server_and_tools_report_pinned_versions(cluster: Any, kubectl: Callable
 
 def test_real_and_kwok_nodes_are_ready(core_v1: client.CoreV1Api) -> None:
     """One real kubelet node and at least one tainted kwok node are Ready."""
-    nodes = {n.metadata.name: n for n in core_v1.list_node().items}
+    listed = raw_json(core_v1.list_node(_preload_content=False))
+    nodes: dict[str, dict[str, Any]] = {n["metadata"]["name"]: n for n in listed["items"]}
 
-    def ready(node: Any) -> bool:
-        return any(c.type == "Ready" and c.status == "True" for c in node.status.conditions or [])
+    def ready(node: dict[str, Any]) -> bool:
+        conditions = node["status"].get("conditions") or []
+        return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
 
     real = nodes["passhat-node"]
     assert ready(real)
-    assert real.metadata.labels["type"] == "real"
+    assert real["metadata"]["labels"]["type"] == "real"
     # NB: other tests may add kwok nodes of their own; the standing ones are kwok-node-N.
     kwok = [n for name, n in nodes.items() if name.startswith("kwok-node-")]
     assert kwok, "no kwok node"
     for node in kwok:
-        assert node.metadata.annotations["kwok.x-k8s.io/node"] == "fake"
-        assert ready(node), node.metadata.name
-        assert node.metadata.labels["type"] == "kwok"
+        meta = node["metadata"]
+        assert meta["annotations"]["kwok.x-k8s.io/node"] == "fake"
+        assert ready(node), meta["name"]
+        assert meta["labels"]["type"] == "kwok"
         assert any(
-            t.key == "kwok.x-k8s.io/node" and t.effect == "NoSchedule" for t in node.spec.taints
+            t["key"] == "kwok.x-k8s.io/node" and t["effect"] == "NoSchedule"
+            for t in node["spec"]["taints"]
         )
-        assert parse_quantity(node.status.allocatable["pods"]) >= 1000
+        assert parse_quantity(node["status"]["allocatable"]["pods"]) >= 1000
 
 
 def test_restricted_namespace_admits_restricted_pod_and_rejects_privileged(
@@ -68,12 +78,12 @@ def test_restricted_namespace_admits_restricted_pod_and_rejects_privileged(
         "allowPrivilegeEscalation": False,
         "capabilities": {"drop": ["ALL"]},
     }
-    core_v1.create_namespaced_pod(namespace, restricted, dry_run="All")
+    create_pod(core_v1, namespace, restricted, dry_run="All")
 
     privileged = pod_manifest("privileged", "true")
     privileged["spec"]["containers"][0]["securityContext"] = {"privileged": True}
     with pytest.raises(ApiException) as err:
-        core_v1.create_namespaced_pod(namespace, privileged, dry_run="All")
+        create_pod(core_v1, namespace, privileged, dry_run="All")
     assert err.value.status == 403
     assert "violates PodSecurity" in str(err.value.body)
 
@@ -87,8 +97,9 @@ def test_audit_log_records_writes_with_user_agent(
     offset = audit.stat().st_size if audit.exists() else 0
     api_client.user_agent = agent
     try:
+        configmap = {"metadata": {"name": "audited"}, "data": {"k": "v"}}
         client.CoreV1Api(api_client).create_namespaced_config_map(
-            namespace, {"metadata": {"name": "audited"}, "data": {"k": "v"}}
+            namespace, as_body(configmap, client.V1ConfigMap)
         )
     finally:
         api_client.user_agent = "OpenAPI-Generator/python"

@@ -3,14 +3,15 @@ and a deleted node's pods are garbage-collected by the real controller-manager."
 
 from __future__ import annotations
 
-import json
 import time
 import uuid
 from collections.abc import Callable
 from typing import Any
 
 from kubernetes import client
-from kubernetes.client.rest import ApiException
+from kubernetes.client.exceptions import ApiException
+
+from tests.cluster.kube_helpers import as_body, create_pod, raw_json
 
 Pod = dict[str, Any]
 TIMEOUT_S = 300  # generous: kwok shares its queue with whatever else runs
@@ -25,7 +26,7 @@ def read_pod(core: client.CoreV1Api, namespace: str, name: str) -> Pod | None:
         if err.status == 404:
             return None
         raise
-    pod: Pod = json.loads(resp.data)
+    pod: Pod = raw_json(resp)
     return pod
 
 
@@ -71,8 +72,8 @@ def test_kwok_pods_end_as_their_annotations_script(
     }
     for name, (scripted, *_) in cases.items():
         scripted = {"passhat.dev/fake-duration": "1s", **scripted}
-        core_v1.create_namespaced_pod(
-            namespace, pod_manifest(name, "true", node="kwok", annotations=scripted)
+        create_pod(
+            core_v1, namespace, pod_manifest(name, "true", node="kwok", annotations=scripted)
         )
     for name, (_, phase, code, reason) in cases.items():
         pod = wait_for(
@@ -92,7 +93,8 @@ def test_kwok_finalizer_holds_a_deleted_pod_until_removed(
 ) -> None:
     """A deleted kwok pod is killed (137) but stays while it has a finalizer; then it goes."""
     annotations = {"passhat.dev/fake-run-forever": "true"}
-    core_v1.create_namespaced_pod(
+    create_pod(
+        core_v1,
         namespace,
         pod_manifest("held", "true", node="kwok", annotations=annotations, finalizers=[HOLD]),
     )
@@ -116,18 +118,17 @@ def test_deleted_node_pods_are_garbage_collected(
 ) -> None:
     """Deleting a node gets its pods a DisruptionTarget DeletionByPodGC and deleted."""
     node = f"kwok-gc-{uuid.uuid4().hex[:6]}"
-    core_v1.create_node(
-        {
-            "metadata": {
-                "name": node,
-                "annotations": {"kwok.x-k8s.io/node": "fake"},
-                "labels": {"type": "kwok-gc", "kubernetes.io/hostname": node},
-            },
-            "spec": {
-                "taints": [{"key": "kwok.x-k8s.io/node", "value": "fake", "effect": "NoSchedule"}]
-            },
-        }
-    )
+    manifest = {
+        "metadata": {
+            "name": node,
+            "annotations": {"kwok.x-k8s.io/node": "fake"},
+            "labels": {"type": "kwok-gc", "kubernetes.io/hostname": node},
+        },
+        "spec": {
+            "taints": [{"key": "kwok.x-k8s.io/node", "value": "fake", "effect": "NoSchedule"}]
+        },
+    }
+    core_v1.create_node(as_body(manifest, client.V1Node))
     try:
         pod = pod_manifest(
             "orphan",
@@ -138,7 +139,7 @@ def test_deleted_node_pods_are_garbage_collected(
         )
         del pod["spec"]["nodeSelector"]
         pod["spec"]["nodeName"] = node
-        core_v1.create_namespaced_pod(namespace, pod)
+        create_pod(core_v1, namespace, pod)
         wait_for(phase_in(core_v1, namespace, "orphan", "Running"), TIMEOUT_S, "the pod to run")
     finally:
         core_v1.delete_node(node)

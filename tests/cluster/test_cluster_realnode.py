@@ -8,14 +8,15 @@ from typing import Any
 
 from kubernetes import client
 
+from tests.cluster.kube_helpers import create_pod, raw_json
+
 Pod = dict[str, Any]
 TIMEOUT_S = 300
 
 
 def read_pod(core: client.CoreV1Api, namespace: str, name: str) -> Pod:
     """The pod as the API server returned it (raw JSON, no client-side model)."""
-    resp = core.read_namespaced_pod(name, namespace, _preload_content=False)
-    pod: Pod = json.loads(resp.data)
+    pod: Pod = raw_json(core.read_namespaced_pod(name, namespace, _preload_content=False))
     return pod
 
 
@@ -55,10 +56,8 @@ def test_exit_codes_and_termination_message(
 ) -> None:
     """Exit 0 → Succeeded, exit 1 → Failed with exitCode 1; the result JSON is the message."""
     result = '{"outcome": "pass", "score": 1.0}'
-    core_v1.create_namespaced_pod(
-        namespace, pod_manifest("ok", f"echo '{result}' > /dev/termination-log")
-    )
-    core_v1.create_namespaced_pod(namespace, pod_manifest("bad", "exit 1"))
+    create_pod(core_v1, namespace, pod_manifest("ok", f"echo '{result}' > /dev/termination-log"))
+    create_pod(core_v1, namespace, pod_manifest("bad", "exit 1"))
     ok = wait_for(finished(core_v1, namespace, "ok"), TIMEOUT_S, "pod ok to finish")
     bad = wait_for(finished(core_v1, namespace, "bad"), TIMEOUT_S, "pod bad to finish")
     assert ok["status"]["phase"] == "Succeeded"
@@ -79,7 +78,8 @@ def test_memory_limit_exceeded_is_oom_killed(
     wait_for: Callable[..., Any],
 ) -> None:
     """A pod over its memory limit ends with terminated.reason OOMKilled (even if sh exits 0)."""
-    core_v1.create_namespaced_pod(
+    create_pod(
+        core_v1,
         namespace,
         pod_manifest("oom", "head -c 400m /dev/zero | tail; exit 0", memory_limit="48Mi"),
     )
@@ -96,7 +96,7 @@ def test_active_deadline_ends_with_deadline_exceeded(
     wait_for: Callable[..., Any],
 ) -> None:
     """A pod past activeDeadlineSeconds ends Failed with status.reason DeadlineExceeded."""
-    core_v1.create_namespaced_pod(namespace, pod_manifest("slow", "sleep 3600", deadline_s=5))
+    create_pod(core_v1, namespace, pod_manifest("slow", "sleep 3600", deadline_s=5))
     pod = wait_for(finished(core_v1, namespace, "slow"), TIMEOUT_S, "the deadline to kill the pod")
     assert pod["status"]["phase"] == "Failed"
     assert pod["status"]["reason"] == "DeadlineExceeded"
@@ -111,7 +111,7 @@ def test_eviction_api_sets_disruption_target(
 ) -> None:
     """An eviction through the Eviction API gives the pod a DisruptionTarget condition."""
     pod = pod_manifest("victim", "sleep 3600", finalizers=["passhat.dev/test-hold"])
-    core_v1.create_namespaced_pod(namespace, pod)
+    create_pod(core_v1, namespace, pod)
     wait_for(
         lambda: read_pod(core_v1, namespace, "victim")["status"].get("phase") == "Running",
         TIMEOUT_S,
@@ -138,10 +138,11 @@ def test_no_image_is_ever_pulled(
     wait_for: Callable[..., Any],
 ) -> None:
     """Never → ErrImageNeverPull; a real pull fails at once on the loopback mirror."""
-    core_v1.create_namespaced_pod(
-        namespace, pod_manifest("never", "true", image="docker.io/library/alpine:3.20")
+    create_pod(
+        core_v1, namespace, pod_manifest("never", "true", image="docker.io/library/alpine:3.20")
     )
-    core_v1.create_namespaced_pod(
+    create_pod(
+        core_v1,
         namespace,
         pod_manifest(
             "pull", "true", image="docker.io/library/alpine:3.20", pull_policy="IfNotPresent"

@@ -12,7 +12,8 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from helm_helpers import (
+
+from tests.cluster.helm_helpers import (
     CHART,
     Release,
     assert_example_numbers,

@@ -67,10 +67,8 @@ def operator(
 
 
 def assert_exact(
-    api: client.ApiClient,
     core: client.CoreV1Api,
     namespace: str,
-    name: str,
     body: dict[str, Any],
     *,
     tasks: int,
@@ -128,17 +126,7 @@ def test_small_eval_completes_with_the_exact_status(
     )
     assert body["status"]["phase"] in ("Succeeded", "Failed")
     assert body["status"]["observedGeneration"] == body["metadata"]["generation"]
-    assert_exact(
-        api_client,
-        core_v1,
-        namespace,
-        "small",
-        body,
-        tasks=4,
-        trials=3,
-        retries=2,
-        wait_for=wait_for,
-    )
+    assert_exact(core_v1, namespace, body, tasks=4, trials=3, retries=2, wait_for=wait_for)
 
 
 @pytest.mark.timeout(1800)
@@ -178,17 +166,7 @@ def test_sigkilled_operator_loses_and_double_counts_nothing(
         )
     assert kills == 6
     assert scripter.reruns == []  # no attempt ran twice (a lost outcome would re-run it)
-    assert_exact(
-        api_client,
-        core_v1,
-        namespace,
-        "kills",
-        body,
-        tasks=tasks,
-        trials=trials,
-        retries=2,
-        wait_for=wait_for,
-    )
+    assert_exact(core_v1, namespace, body, tasks=tasks, trials=trials, retries=2, wait_for=wait_for)
     leftovers = [
         pod["metadata"]["name"]
         for pod in trial_pods(core_v1, namespace)
@@ -228,17 +206,7 @@ def test_api_server_restart_mid_run(
             api_client, namespace, "restart", "Complete", timeout=900, operator=operator
         )
     operator.assert_running()
-    assert_exact(
-        api_client,
-        core_v1,
-        namespace,
-        "restart",
-        body,
-        tasks=tasks,
-        trials=trials,
-        retries=2,
-        wait_for=wait_for,
-    )
+    assert_exact(core_v1, namespace, body, tasks=tasks, trials=trials, retries=2, wait_for=wait_for)
 
 
 def test_deleting_an_eval_removes_its_pods(

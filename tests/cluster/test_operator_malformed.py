@@ -22,6 +22,7 @@ import pytest
 import yaml
 from kubernetes import client
 
+from tests.cluster.kube_helpers import as_body
 from tests.cluster.operator_helpers import (
     OperatorProcess,
     condition,
@@ -283,8 +284,9 @@ def run(
         try:
             for case in CASES:
                 for cm_name, data in case.config_maps.items():
+                    configmap = {"metadata": {"name": cm_name}, "data": data}
                     core_v1.create_namespaced_config_map(
-                        namespace, {"metadata": {"name": cm_name}, "data": data}
+                        namespace, as_body(configmap, client.V1ConfigMap)
                     )
             results: dict[str, Created] = {}
             for case in CASES:

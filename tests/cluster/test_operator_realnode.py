@@ -10,7 +10,6 @@ reasons are read back from the operator's own `passhat_trials_total` counters.
 
 from __future__ import annotations
 
-import json
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -20,11 +19,12 @@ from typing import Any
 
 import pytest
 from kubernetes import client
-from kubernetes.client.rest import ApiException
+from kubernetes.client.exceptions import ApiException
 
 from passhat.stats import summarize_many
 from passhat.trials.ledger import SlotLedger
 from passhat.trials.outcomes import Outcome, Verdict
+from tests.cluster.kube_helpers import as_body, raw_json
 from tests.cluster.operator_helpers import (
     KWOK_TOLERATION,
     OperatorProcess,
@@ -328,9 +328,9 @@ def test_missing_image_stops_with_config_error(
     env.operator.assert_running()
 
 
-def fake_node(name: str, label: str) -> dict[str, Any]:
+def fake_node(name: str, label: str) -> client.V1Node:
     """A kwok node that only this test's pods select (label passhat.dev/test-node)."""
-    return {
+    manifest = {
         "metadata": {
             "name": name,
             "annotations": {"kwok.x-k8s.io/node": "fake"},
@@ -344,6 +344,7 @@ def fake_node(name: str, label: str) -> dict[str, Any]:
             "taints": [{"key": "kwok.x-k8s.io/node", "value": "fake", "effect": "NoSchedule"}]
         },
     }
+    return as_body(manifest, client.V1Node)
 
 
 def test_deleted_node_trials_are_retried(
@@ -437,7 +438,7 @@ def retries(api: client.ApiClient, namespace: str, name: str) -> int:
 
 def node_ready(core: client.CoreV1Api, name: str) -> bool:
     """Whether the node reports Ready=True."""
-    node = json.loads(core.read_node(name, _preload_content=False).data)
+    node = raw_json(core.read_node(name, _preload_content=False))
     return any(
         c["type"] == "Ready" and c["status"] == "True"
         for c in node.get("status", {}).get("conditions", [])

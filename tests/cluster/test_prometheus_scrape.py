@@ -21,7 +21,8 @@ from typing import Any
 
 import pytest
 import yaml
-from helm_helpers import (
+
+from tests.cluster.helm_helpers import (
     CHART,
     Release,
     assert_example_numbers,
@@ -89,8 +90,8 @@ def poll(pred: Callable[[], Any], timeout: float, what: str) -> Any:
 
 def rendered_rules(release: Release, env: dict[str, str]) -> dict[str, Any]:
     """The PrometheusRule groups the chart renders for this release, as a rules file."""
-    # NB: --kube-version: `helm template` does not ask the cluster, and a helm built without
-    # its version ldflags assumes Kubernetes 1.20.
+    # NB: --kube-version: `helm template` does not ask the cluster; render for the test
+    # cluster's Kubernetes, not for the version helm assumes.
     template = ["helm", "template", release.name, str(CHART), "-n", release.namespace]
     out = run(
         [*template, "--kube-version", "1.34.0", *helm_args(release, "prometheusRule.enabled=true")],

@@ -8,7 +8,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import yaml
 
@@ -57,6 +57,14 @@ def eval_doc(
         "metadata": {"name": name},
         "spec": body,
     }
+
+
+class RunEval(Protocol):
+    """The `run_eval` fixture: write `doc` as an eval and `passhat run` it; (process, out dir)."""
+
+    def __call__(
+        self, doc: dict[str, Any], *extra: str, name: str = "run"
+    ) -> tuple[subprocess.CompletedProcess[str], Path]: ...
 
 
 def write_eval(path: Path, doc: dict[str, Any]) -> Path:

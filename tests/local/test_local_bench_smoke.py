@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from local_helpers import TIMEOUT
+from tests.local.local_helpers import TIMEOUT
 
 BENCH = Path(__file__).resolve().parents[2] / "bench"
 
@@ -52,7 +52,8 @@ def test_local_cpu_smoke() -> None:
     result = _last_json("local_cpu.py", "--trials", "20", "--parallelism", "2", "--repeat", "1")
     assert result["trials"] == 20
     for key in ("passhat_loop_s", "passhat_spawner_s", "passhat_cpu_s", "bare_cpu_s"):
-        assert isinstance(result[key], float) and result[key] >= 0, key
+        value = result[key]
+        assert isinstance(value, float) and value >= 0, key
     per_trial = result["per_trial_ms"]
     assert isinstance(per_trial, dict) and {"passhat_loop", "bare_wall"} <= set(per_trial)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from local_helpers import eval_doc, passhat, rows, write_eval
+from tests.local.local_helpers import eval_doc, passhat, rows, write_eval
 
 TRIALS = 2
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from local_helpers import passhat
+from tests.local.local_helpers import passhat
 
 DEMO = Path(__file__).resolve().parents[2] / "examples" / "local" / "eval.yaml"
 

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
-from local_helpers import eval_doc, rows
+from tests.local.local_helpers import RunEval, eval_doc, rows
 
 # Each attempt holds a lock directory for a moment; two attempts at once would collide.
 SCRIPT = """
@@ -14,7 +15,7 @@ rmdir "$LOCK"
 """
 
 
-def test_cpu_request_of_the_whole_machine_runs_alone(run_eval, tmp_path) -> None:
+def test_cpu_request_of_the_whole_machine_runs_alone(run_eval: RunEval, tmp_path: Path) -> None:
     """With cpu requests equal to every core, parallelism 4 still runs one attempt at a time."""
     cores = os.cpu_count() or 1
     doc = eval_doc(
@@ -30,7 +31,7 @@ def test_cpu_request_of_the_whole_machine_runs_alone(run_eval, tmp_path) -> None
     assert [r["outcome"] for r in rows(out)] == ["pass"] * 6
 
 
-def test_request_that_can_never_fit_is_a_spec_error(run_eval) -> None:
+def test_request_that_can_never_fit_is_a_spec_error(run_eval: RunEval) -> None:
     """A memory request larger than this machine can offer fails fast with exit 2."""
     doc = eval_doc("exit 0", tasks=["a"], resources={"requests": {"memory": "100Ti"}})
     proc, _ = run_eval(doc)

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
-from local_helpers import eval_doc, rows
+import pytest
+
+from tests.local.local_helpers import RunEval, eval_doc, rows
 
 # Trial 0 leaves a file behind; any trial that sees a file fails. The environment is
 # dumped into the transcript. NB: `$$$$` is the shell's `$$` after Kubernetes' expansion.
@@ -17,7 +20,9 @@ env | sort
 """
 
 
-def test_fresh_directory_and_clean_environment(run_eval, tmp_path, monkeypatch) -> None:
+def test_fresh_directory_and_clean_environment(
+    run_eval: RunEval, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """No file or caller variable reaches a trial; PASSHAT_* and the container env do."""
     monkeypatch.setenv("SECRET_TOKEN", "leak")
     doc = eval_doc(
@@ -41,7 +46,7 @@ def test_fresh_directory_and_clean_environment(run_eval, tmp_path, monkeypatch) 
     assert "PATH" in env and "PASSHAT_RESULT" in env
 
 
-def test_odd_trials_do_not_break_the_run(run_eval) -> None:
+def test_odd_trials_do_not_break_the_run(run_eval: RunEval) -> None:
     """A directory or a FIFO at $PASSHAT_RESULT, a deleted cwd, a read-only tree: cleaned up.
 
     (A FIFO with no writer left must not block the read of the result.)

@@ -6,9 +6,9 @@ import json
 from pathlib import Path
 
 import pytest
-from local_helpers import eval_doc, write_eval
 
 from passhat.cli import main
+from tests.local.local_helpers import eval_doc, write_eval
 
 
 def _record(task_id: str, trial: int) -> str:

@@ -11,7 +11,6 @@ from typing import Any
 
 import pytest
 import yaml
-from local_helpers import by_slot, eval_doc, rows
 
 from passhat.api.load import parse_eval
 from passhat.local import cgroup
@@ -20,6 +19,7 @@ from passhat.local.executor import Executor
 from passhat.local.journal import Journal, read_journal
 from passhat.local.plan import make_plan
 from passhat.trials.ledger import SlotLedger
+from tests.local.local_helpers import RunEval, by_slot, eval_doc, rows
 
 PY = sys.executable
 # The child allocates 400 MiB (touching every page) under a 64 MiB ceiling; its parent
@@ -36,7 +36,7 @@ needs_cgroup = pytest.mark.skipif(cgroup.detect() is None, reason="no writable m
 
 
 @needs_cgroup
-def test_child_oom_with_parent_exit_0_is_infra_error(run_eval) -> None:
+def test_child_oom_with_parent_exit_0_is_infra_error(run_eval: RunEval) -> None:
     """A grandchild OOM-killed by the cgroup makes the attempt infra_error/oom_killed."""
     doc = eval_doc(SCRIPT, tasks=["child-oom", "small"], trials=2, resources=LIMITS)
     doc["spec"]["retry"] = {"infraErrors": 1, "backoffSeconds": 0.05}

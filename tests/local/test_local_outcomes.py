@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from local_helpers import by_slot, eval_doc, rows
+from tests.local.local_helpers import RunEval, by_slot, eval_doc, rows
 
 SCRIPT = """
 case "$PASSHAT_TASK_ID" in
@@ -32,7 +32,7 @@ TASKS = [
 ]
 
 
-def test_outcomes_retries_and_result_json(run_eval) -> None:
+def test_outcomes_retries_and_result_json(run_eval: RunEval) -> None:
     """Each kind of trial ends as the DESIGN table says; infra errors are retried then kept out."""
     proc, out = run_eval(eval_doc(SCRIPT, tasks=TASKS, trials=4, ks=[1, 2]))
     assert proc.returncode == 0, proc.stderr
@@ -70,7 +70,7 @@ def test_outcomes_retries_and_result_json(run_eval) -> None:
     assert abs(summary[1]["infra_error_rate"] - infra_rows / (len(TASKS) * 4 + 4 + 8)) < 1e-9
 
 
-def test_transcripts_are_kept_per_attempt(run_eval) -> None:
+def test_transcripts_are_kept_per_attempt(run_eval: RunEval) -> None:
     """stdout and stderr of every attempt end up in transcripts/<task>/<trial>-<attempt>.log."""
     script = 'echo "out $PASSHAT_TRIAL"; echo "err $PASSHAT_ATTEMPT" >&2; exit 0'
     proc, out = run_eval(eval_doc(script, tasks=["a/b c"], trials=2))
@@ -82,7 +82,7 @@ def test_transcripts_are_kept_per_attempt(run_eval) -> None:
     assert (out / "spec.yaml").is_file()
 
 
-def test_gate_failure_exits_1(run_eval) -> None:
+def test_gate_failure_exits_1(run_eval: RunEval) -> None:
     """A gate that the numbers miss makes `passhat run` exit 1 (after the full report)."""
     doc = eval_doc(
         "exit $((PASSHAT_TRIAL % 2))",

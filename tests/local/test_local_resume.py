@@ -11,7 +11,15 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from local_helpers import TIMEOUT, by_slot, eval_doc, passhat, rows, start_passhat, write_eval
+from tests.local.local_helpers import (
+    TIMEOUT,
+    by_slot,
+    eval_doc,
+    passhat,
+    rows,
+    start_passhat,
+    write_eval,
+)
 
 # Deterministic outcomes (by task and trial) with a retried infra error, slow enough that
 # the run is still going when it is killed.

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
-from local_helpers import eval_doc, passhat
+from tests.local.local_helpers import RunEval, eval_doc, passhat
 
 
-def _trial(tmp_path: Path, agent: str, *grader: str) -> tuple[int, dict | None, str]:
+def _trial(tmp_path: Path, agent: str, *grader: str) -> tuple[int, dict[str, Any] | None, str]:
     result = tmp_path / "result.json"
     transcript = tmp_path / "transcript.log"
     proc = passhat(
@@ -70,7 +71,7 @@ def test_broken_grader_is_an_infra_error(tmp_path: Path) -> None:
     assert code == 75 and result is not None and result["reason"].startswith("the grader")
 
 
-def test_trial_inside_passhat_run(run_eval, tmp_path: Path) -> None:
+def test_trial_inside_passhat_run(run_eval: RunEval, tmp_path: Path) -> None:
     """`passhat trial` as the container command: its result JSON reaches passhat run."""
     doc = eval_doc("", tasks=["even", "odd"], trials=2)
     container = doc["spec"]["trial"]["template"]["spec"]["containers"][0]
@@ -98,12 +99,12 @@ def test_trial_inside_passhat_run(run_eval, tmp_path: Path) -> None:
 
 
 def _python_passhat() -> list[str]:
-    from local_helpers import PASSHAT
+    from tests.local.local_helpers import PASSHAT
 
     return list(PASSHAT)
 
 
-def test_regrade_finds_grader_noise(run_eval, tmp_path: Path) -> None:
+def test_regrade_finds_grader_noise(run_eval: RunEval, tmp_path: Path) -> None:
     """regrade grades each transcript R times and reports the ones with pass and fail."""
     proc, out = run_eval(eval_doc('echo "task $PASSHAT_TASK_ID"', tasks=["a", "b"], trials=2))
     assert proc.returncode == 0, proc.stderr

@@ -6,7 +6,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from local_helpers import eval_doc
+from tests.local.local_helpers import eval_doc
 
 NOTE = "(the operator refuses this without --allow-privileged-trials; ignored locally)"
 

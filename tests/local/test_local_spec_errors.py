@@ -6,7 +6,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from local_helpers import eval_doc, passhat, write_eval
+
+from tests.local.local_helpers import eval_doc, passhat, write_eval
 
 
 def _with(change: str) -> dict[str, Any]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from local_helpers import by_slot, eval_doc, rows
+from tests.local.local_helpers import RunEval, by_slot, eval_doc, rows
 
 # "stubborn" ignores SIGTERM (so it needs the SIGKILL after the grace period) and leaves a
 # background child that must die with it.
@@ -15,7 +15,7 @@ esac
 """
 
 
-def test_hang_times_out_as_infra_error(run_eval) -> None:
+def test_hang_times_out_as_infra_error(run_eval: RunEval) -> None:
     """A hanging attempt is killed at timeoutSeconds and counts as infra_error/timeout."""
     doc = eval_doc(SCRIPT, tasks=["hang", "stubborn", "quick"], trials=1)
     doc["spec"]["trial"]["timeoutSeconds"] = 1
@@ -31,7 +31,7 @@ def test_hang_times_out_as_infra_error(run_eval) -> None:
     assert slots[("quick", 0)][0]["outcome"] == "pass"
 
 
-def test_timeout_is_fail(run_eval) -> None:
+def test_timeout_is_fail(run_eval: RunEval) -> None:
     """With timeoutIs: fail a timed-out attempt is graded fail (and not retried)."""
     doc = eval_doc(SCRIPT, tasks=["hang"], trials=1)
     doc["spec"]["trial"].update(timeoutSeconds=1, timeoutIs="fail")

@@ -13,9 +13,9 @@ import json
 from pathlib import Path
 
 import pytest
-from local_helpers import eval_doc, write_eval
 
 from passhat.cli import main
+from tests.local.local_helpers import eval_doc, write_eval
 
 TRIALS = 3
 

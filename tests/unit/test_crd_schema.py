@@ -80,7 +80,7 @@ def test_printer_columns_point_at_status_fields() -> None:
         assert "[-" not in path, "negative indexes misbehave in the API server's JSONPath"
         if path.startswith(".metadata"):
             continue
-        node = {"properties": {"status": status_props}}
+        node: dict[str, Any] = {"properties": {"status": status_props}}
         for part in path.lstrip(".").split("."):
             name, _, index = part.partition("[")
             node = node["properties"][name]

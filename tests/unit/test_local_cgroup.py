@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
+
+import pytest
 
 from passhat.local import cgroup
 
@@ -15,11 +18,11 @@ MOUNTINFO_V1 = """\
 PROC_V1 = "4:memory:/jobs/abc\n1:cpu:/\n0::/\n"
 
 
-def test_v1_paths_from_proc_files(tmp_path: Path, monkeypatch) -> None:
+def test_v1_paths_from_proc_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The v1 memory and cpu directories are the mount point joined with our cgroup path."""
     (tmp_path / "mi").write_text(MOUNTINFO_V1)
     (tmp_path / "cg").write_text(PROC_V1)
-    monkeypatch.setattr(cgroup.os, "access", lambda path, mode: True)
+    monkeypatch.setattr(os, "access", lambda path, mode: True)
     found = cgroup.detect(str(tmp_path / "cg"), str(tmp_path / "mi"))
     assert found == cgroup.Hierarchy(
         version=1, memory="/sys/fs/cgroup/memory/jobs/abc", cpu="/sys/fs/cgroup/cpu"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from passhat.api.errors import SpecError
@@ -34,7 +36,7 @@ def test_container_env_and_value_from() -> None:
     assert err.value.field == "spec.trial.template.spec.containers[0].env[0].valueFrom"
 
 
-def test_container_command_resolution(tmp_path) -> None:
+def test_container_command_resolution(tmp_path: Path) -> None:
     """A bare name is found on PATH, a relative path next to the eval; missing is SpecError."""
     executable, argv = container_command(
         {"command": ["sh"], "args": ["-c", "true"]}, path="/bin:/usr/bin", eval_dir=".", source=None

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from prometheus_client import CollectorRegistry
+from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from passhat import metrics
@@ -45,8 +45,8 @@ STATUS = {
 
 def samples(registry: CollectorRegistry) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
     """Every sample of `registry` keyed by (name, sorted labels)."""
-    text = metrics.generate_latest(registry).decode()
-    out = {}
+    text = generate_latest(registry).decode()
+    out: dict[tuple[str, tuple[tuple[str, str], ...]], float] = {}
     for family in text_string_to_metric_families(text):
         for s in family.samples:
             out[(s.name, tuple(sorted(s.labels.items())))] = s.value

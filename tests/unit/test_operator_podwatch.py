@@ -40,9 +40,13 @@ def test_events_wake_their_eval_and_streams_are_reopened() -> None:
         done.set()
         time.sleep(60)
 
+    def wake(uid: str) -> bool:
+        woken.append(uid)
+        return uid in ("a", "b")
+
     watcher = PodWatcher(
         watch,
-        wake=lambda uid: woken.append(uid) is None and uid in ("a", "b"),
+        wake=wake,
         on_orphan=lambda namespace, meta, uid: orphans.append(uid),
         retry_s=0.01,
     )
@@ -71,9 +75,13 @@ def test_deleted_and_recorded_pods_wake_nothing() -> None:
         on_event("MODIFIED", pod("live"))
         done.set()
 
+    def wake(uid: str) -> bool:
+        woken.append(uid)
+        return True
+
     watcher = PodWatcher(
         watch,
-        wake=lambda uid: woken.append(uid) is None,
+        wake=wake,
         on_orphan=lambda namespace, meta, uid: orphans.append(uid),
         retry_s=0.01,
     )
