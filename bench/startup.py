@@ -6,11 +6,17 @@ interpreter, `--repeat` times, interleaved with `python -c pass` (the floor); me
 minima are printed, and the last line is JSON. Before timing, passhat's bytecode is compiled
 (as `pip install` of a wheel does; see bench/local_overhead.py).
 
+`--imports` adds where a one-trial `passhat run` spends its import time: a fresh
+interpreter imports the modules the run needs in stages (pydantic, yaml, the spec models,
+the loader, the local executor, the CLI), timing each stage after the ones before it, so a
+module that an earlier stage already loaded costs nothing in a later one.
+
 To compare two versions of the code, give each as `--tree DIR` (a directory holding a
 `passhat` package, e.g. from `git archive HEAD passhat | tar -x -C DIR`); each is put first
 on PYTHONPATH, and the runs interleave.
 
     python bench/startup.py --repeat 30
+    python bench/startup.py --repeat 30 --imports
     python bench/startup.py --repeat 30 --tree /tmp/before --tree /tmp/after
 """
 
@@ -56,11 +62,43 @@ def commands(tmp: str) -> dict[str, list[str]]:
     }
 
 
+# (label, statement): timed one after another in one fresh interpreter
+IMPORT_STAGES = [
+    ("pydantic", "from pydantic import BaseModel, ConfigDict, Field, field_validator"),
+    ("yaml", "import yaml"),
+    ("passhat.api.spec (the models built)", "import passhat.api.spec"),
+    ("passhat.api.load", "import passhat.api.load"),
+    ("passhat.local.driver", "import passhat.local.driver"),
+    ("passhat.cli", "import passhat.cli"),
+]
+STAGES_SCRIPT = """
+import json, sys, time
+stages = json.loads(sys.argv[1])
+times = []
+for _, statement in stages:
+    start = time.perf_counter()
+    exec(statement)
+    times.append(time.perf_counter() - start)
+print(json.dumps(times))
+"""
+
+
+def import_stages(env: dict[str, str]) -> list[float]:
+    """Seconds per stage of IMPORT_STAGES, in one fresh interpreter."""
+    argv = [sys.executable, "-c", STAGES_SCRIPT, json.dumps(IMPORT_STAGES)]
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, check=True)
+    times: list[float] = json.loads(done.stdout)
+    return times
+
+
 def main() -> int:
     """Time every command in every tree; print medians, then the JSON line."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=15)
     parser.add_argument("--tree", action="append", default=[], metavar="DIR")
+    parser.add_argument(
+        "--imports", action="store_true", help="also time the imports of a run, by stage"
+    )
     args = parser.parse_args()
     trees = args.tree or [""]
     for tree in trees:
@@ -81,6 +119,10 @@ def main() -> int:
                     start = time.perf_counter()
                     subprocess.run(argv, env=env, capture_output=True, check=True)
                     times[tree].setdefault(label, []).append(time.perf_counter() - start)
+                if args.imports:
+                    stages = import_stages(env)
+                    for (label, _), seconds in zip(IMPORT_STAGES, stages, strict=True):
+                        times[tree].setdefault(f"import {label}", []).append(seconds)
     result: dict[str, object] = {"repeat": args.repeat, "load_average": os.getloadavg()[0]}
     for tree in trees:
         medians = {}

@@ -59,14 +59,20 @@ def test_local_cpu_smoke() -> None:
 
 
 def test_startup_smoke() -> None:
-    """bench/startup.py: one repeat; every command timed in the JSON line."""
-    installed = _last_json("startup.py", "--repeat", "1")["installed"]
+    """bench/startup.py: one repeat; every command and import stage timed in the JSON line."""
+    installed = _last_json("startup.py", "--repeat", "1", "--imports")["installed"]
     assert isinstance(installed, dict)
     assert set(installed) == {
         "python -c pass",
         "passhat trial -- true",
         "passhat score",
         "passhat run (1 trial)",
+        "import pydantic",
+        "import yaml",
+        "import passhat.api.spec (the models built)",
+        "import passhat.api.load",
+        "import passhat.local.driver",
+        "import passhat.cli",
     }
 
 
