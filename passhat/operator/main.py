@@ -13,6 +13,8 @@ import asyncio
 import dataclasses
 import logging
 import os
+import sys
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -23,9 +25,29 @@ from passhat.operator.config import OperatorConfig
 from passhat.operator.live import client_config
 from passhat.operator.server import DEFAULT_METRICS_PORT, OperatorServer
 
-__all__ = ["OperatorOptions", "config_with", "run_operator"]
+__all__ = [
+    "API_MAX_JSON_DEPTH",
+    "OperatorOptions",
+    "allow_api_depth",
+    "config_with",
+    "run_operator",
+]
 
 logger = logging.getLogger(__name__)
+
+# The API server accepts objects nested up to 10,000 levels deep (sigs.k8s.io/json's
+# maxNestingDepth), e.g. in a task's free-form `params`: any user who may create evals can
+# store one. Python's json stops at the recursion limit (1,000 by default) with a
+# RecursionError, which in kopf's watcher stopped the whole operator, for every namespace,
+# for as long as such an eval existed. (Within a few levels of its limit, the API server
+# itself can no longer list the resource: docs/operator.md.)
+API_MAX_JSON_DEPTH = 10_000
+# The depth, the list or watch event around it, and the Python code that walks a body
+# (copies, diffs: up to two frames a level), with room to spare.
+_RECURSION_LIMIT = 2 * API_MAX_JSON_DEPTH + 5_000
+# The json codec recurses in C, about 150 bytes of stack a level (10,000 levels fail in a
+# 1 MiB thread stack); the main thread has the process's 8 MiB.
+_THREAD_STACK_BYTES = 16 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -69,6 +91,14 @@ def config_with(settings: Sequence[str], base: OperatorConfig | None = None) -> 
     return dataclasses.replace(config, **changes)  # type: ignore[arg-type]
 
 
+def allow_api_depth() -> None:
+    """Let this process decode and walk any object the API server returns (see
+    API_MAX_JSON_DEPTH): a higher recursion limit, and larger stacks for threads started
+    from now on. Never lowers either."""
+    sys.setrecursionlimit(max(sys.getrecursionlimit(), _RECURSION_LIMIT))
+    threading.stack_size(max(threading.stack_size(), _THREAD_STACK_BYTES))
+
+
 def run_operator(options: OperatorOptions) -> None:
     """Serve ConsistencyEvals until a signal stops the operator (blocks).
 
@@ -79,6 +109,7 @@ def run_operator(options: OperatorOptions) -> None:
     config = dataclasses.replace(
         options.config, allow_privileged_trials=options.allow_privileged_trials
     )
+    allow_api_depth()  # NB: before any thread starts (the metrics server's is the first)
     if options.kubeconfig is not None:
         # NB: kopf logs in through the kubernetes client, which reads $KUBECONFIG.
         os.environ["KUBECONFIG"] = options.kubeconfig

@@ -10,6 +10,7 @@ field to fix.
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import time
@@ -22,6 +23,7 @@ import pytest
 import yaml
 from kubernetes import client
 
+from passhat.operator.main import API_MAX_JSON_DEPTH
 from tests.cluster.kube_helpers import as_body
 from tests.cluster.operator_helpers import (
     OperatorProcess,
@@ -240,11 +242,12 @@ class Run:
     valid: dict[str, Any]
 
 
-def kubectl_create(cluster: Any, namespace: str, manifest: Manifest) -> str | None:
-    """`kubectl create -f -` as a user would; None on success, else kubectl's error text."""
+def kubectl_create(cluster: Any, namespace: str, manifest: Manifest | str) -> str | None:
+    """`kubectl create -f -` as a user would (a manifest, or its text as is); None on
+    success, else kubectl's error text."""
     proc = subprocess.run(
         [str(cluster.bin / "kubectl"), "create", "-n", namespace, "-f", "-"],
-        input=yaml.safe_dump(manifest, sort_keys=False),
+        input=manifest if isinstance(manifest, str) else yaml.safe_dump(manifest, sort_keys=False),
         capture_output=True,
         text=True,
         env=cluster.env(),
@@ -391,5 +394,52 @@ def test_privileged_template_runs_with_the_opt_in(
         )
         assert body["status"]["progress"]["done"] == 4
         assert condition(body, "ConfigError") != "True"
+    finally:
+        shutdown(operator, kubectl, namespace)
+
+
+def test_deeply_nested_params_do_not_stop_the_operator(
+    cluster: Any,
+    kubectl: Callable[..., str],
+    api_client: client.ApiClient,
+    namespace: str,
+    tmp_path: Path,
+) -> None:
+    """An eval whose params nest 5,000 levels deep runs, and so does the eval beside it
+    (Python's json stopped at ~1,000 levels, and kopf's watcher, i.e. the operator, with
+    it). NB: not at the API server's own limit: an object it accepts within a few levels
+    of that limit breaks its list of the whole resource (docs/operator.md)."""
+    install_crd(kubectl)
+    operator = OperatorProcess(
+        kubeconfig=cluster.kubeconfig,
+        namespaces=[namespace],
+        log_path=tmp_path / "operator.log",
+        extra_args=["--set", "resync_interval_s=2"],
+    )
+    # NB: built as text: this test process keeps Python's default recursion limit
+    manifest = base("deep")
+    manifest["spec"]["tasks"][0]["params"] = "PARAMS"
+    levels = API_MAX_JSON_DEPTH // 2
+    text = json.dumps(manifest).replace('"PARAMS"', '{"a":' * levels + "1" + "}" * levels)
+    operator.start()
+    try:
+        assert kubectl_create(cluster, namespace, text) is None
+        assert kubectl_create(cluster, namespace, base("valid")) is None
+        valid = wait_for_condition(
+            api_client, namespace, "valid", "Complete", timeout=SETTLE_TIMEOUT_S, operator=operator
+        )
+        assert valid["status"]["progress"]["done"] == 4
+        jsonpath = '{.status.progress.done} {.status.conditions[?(@.type=="Complete")].status}'
+        deadline = time.monotonic() + SETTLE_TIMEOUT_S
+        while (
+            state := kubectl(
+                "get", "ceval", "deep", "-n", namespace, "-o", f"jsonpath={jsonpath}", check=False
+            )
+        ) != "4 True":
+            operator.assert_running()
+            assert time.monotonic() < deadline, f"deep eval: {state!r}\n{operator.log_tail()}"
+            time.sleep(1.0)
+        operator.assert_running()
+        assert http_get(metrics_port(operator), "/healthz") == (200, "ok")
     finally:
         shutdown(operator, kubectl, namespace)
