@@ -109,7 +109,6 @@ def run_operator(options: OperatorOptions) -> None:
     config = dataclasses.replace(
         options.config, allow_privileged_trials=options.allow_privileged_trials
     )
-    allow_api_depth()  # NB: before any thread starts (the metrics server's is the first)
     if options.kubeconfig is not None:
         # NB: kopf logs in through the kubernetes client, which reads $KUBECONFIG.
         os.environ["KUBECONFIG"] = options.kubeconfig
@@ -120,6 +119,9 @@ def run_operator(options: OperatorOptions) -> None:
         raise UsageError(
             f"--metrics-port {options.metrics_port}: cannot listen ({err.strerror or err})"
         ) from None
+    # NB: process-wide, so only once nothing can refuse to start any more; before the
+    # threads that read evals (passes, pod watches, API pools) and kopf's watchers
+    allow_api_depth()
     kopf.configure(verbose=options.verbose)
     from passhat.operator import handlers  # NB: importing registers the kopf handlers
 
