@@ -17,6 +17,7 @@ than trials=8")`.
 from __future__ import annotations
 
 import difflib
+import json
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Annotated, Any, Literal
@@ -41,6 +42,7 @@ __all__ = [
     "KIND",
     "MAX_INLINE_TASKS",
     "MAX_TRIALS",
+    "RESERVED_LABEL_PREFIX",
     "VERSION",
     "ConsistencyEval",
     "EvalSpec",
@@ -144,6 +146,9 @@ class TaskSource(_Model):
     )
 
 
+# The prefix of the labels passhat puts on trial pods; a template may not set them.
+RESERVED_LABEL_PREFIX = "passhat.dev/"
+
 # What admission checks of the pod template (the rest is Kubernetes' to validate when the
 # operator creates the pod). NB: `image` is required on a cluster only; locally it is ignored.
 _POD_SPEC_SCHEMA: dict[str, Any] = {
@@ -175,6 +180,26 @@ _POD_SPEC_SCHEMA: dict[str, Any] = {
 }
 
 
+_TEMPLATE_METADATA_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "description": "Labels and annotations of every trial pod.",
+    "x-kubernetes-preserve-unknown-fields": True,
+    "properties": {
+        "labels": {
+            "type": "object",
+            "description": f"Pod labels (not under {RESERVED_LABEL_PREFIX}: passhat's own).",
+            "additionalProperties": {"type": "string"},
+            "x-kubernetes-validations": [
+                {
+                    "rule": f"self.all(k, !k.startsWith('{RESERVED_LABEL_PREFIX}'))",
+                    "message": f"labels under {RESERVED_LABEL_PREFIX} are passhat's own",
+                }
+            ],
+        }
+    },
+}
+
+
 class TrialSpec(_Model):
     """How one trial attempt runs: its pod template and its wall-clock limit."""
 
@@ -192,7 +217,7 @@ class TrialSpec(_Model):
         "built from it; locally the first container's command + args run with its env.",
         json_schema_extra={
             "x-kubernetes-preserve-unknown-fields": True,
-            "properties": {"spec": _POD_SPEC_SCHEMA},
+            "properties": {"metadata": _TEMPLATE_METADATA_SCHEMA, "spec": _POD_SPEC_SCHEMA},
             "required": ["spec"],
         },
     )
@@ -376,13 +401,13 @@ def template_problems(template: Any) -> list[tuple[Path, str]]:
     """
     if not isinstance(template, Mapping):
         return [((), "must be a pod template (an object with spec.containers)")]
+    problems: list[tuple[Path, str]] = _label_problems(template.get("metadata"))
     spec = template.get("spec")
     if not isinstance(spec, Mapping):
-        return [(("spec",), "required: a pod spec with containers")]
+        return [*problems, (("spec",), "required: a pod spec with containers")]
     containers = spec.get("containers")
     if not isinstance(containers, list) or not containers:
-        return [(("spec", "containers"), "at least one container is required")]
-    problems: list[tuple[Path, str]] = []
+        return [*problems, (("spec", "containers"), "at least one container is required")]
     names: set[str] = set()
     for index, container in enumerate(containers):
         at: Path = ("spec", "containers", index)
@@ -398,6 +423,20 @@ def template_problems(template: Any) -> list[tuple[Path, str]]:
             names.add(name)
         problems.extend(_resource_problems(container.get("resources"), (*at, "resources")))
     return problems
+
+
+def _label_problems(metadata: Any) -> list[tuple[Path, str]]:
+    """Template labels under `passhat.dev/`: the operator's own, which say which trial a
+    pod runs and whether its outcome is recorded (a pod labelled `recorded` from the start
+    would never be counted)."""
+    labels = metadata.get("labels") if isinstance(metadata, Mapping) else None
+    if not isinstance(labels, Mapping):
+        return []
+    return [
+        (("metadata", "labels", key), f"labels under {RESERVED_LABEL_PREFIX} are passhat's own")
+        for key in labels
+        if isinstance(key, str) and key.startswith(RESERVED_LABEL_PREFIX)
+    ]
 
 
 def _resource_problems(resources: Any, at: Path) -> list[tuple[Path, str]]:
@@ -492,12 +531,18 @@ def _objects(value: Any) -> list[Mapping[str, Any]]:
     return [item for item in value if isinstance(item, Mapping)]
 
 
+_PLAIN_KEY = re.compile(r"^[A-Za-z0-9_-]*$")
+
+
 def format_path(path: Sequence[str | int]) -> str:
-    """`("spec", "ks", 1)` -> `spec.ks[1]`."""
+    """`("spec", "ks", 1)` -> `spec.ks[1]`; a key with dots or slashes is quoted
+    (`labels["passhat.dev/trial"]`), so the path reads back unambiguously."""
     text = ""
     for part in path:
         if isinstance(part, int):
             text += f"[{part}]"
+        elif not _PLAIN_KEY.match(str(part)):
+            text += f"[{json.dumps(str(part))}]"
         else:
             text += f".{part}" if text else str(part)
     return text

@@ -123,6 +123,14 @@ REFUSED = [
         "spec.trial.timeoutIs",
         "Unsupported value",
     ),
+    (
+        "reserved-label",
+        lambda s: s["trial"]["template"].update(
+            metadata={"labels": {"team": "a", "passhat.dev/recorded": "true"}}
+        ),
+        "spec.trial.template.metadata.labels",
+        "labels under passhat.dev/ are passhat's own",
+    ),
 ]
 
 

@@ -68,6 +68,9 @@ def test_admission_checks() -> None:
     assert "!has(self.gate) || self.gate.k <= self.trials" in rules
     assert "has(self.tasks) != has(self.tasksFrom)" in rules
     assert "self == oldSelf" in rules
+    labels = props["trial"]["properties"]["template"]["properties"]["metadata"]["properties"]
+    (label_rule,) = labels["labels"]["x-kubernetes-validations"]
+    assert label_rule["rule"] == "self.all(k, !k.startsWith('passhat.dev/'))"
 
 
 def test_printer_columns_point_at_status_fields() -> None:

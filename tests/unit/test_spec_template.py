@@ -49,6 +49,16 @@ def container(**fields: Any) -> dict[str, Any]:
             "request 8Gi is more than the limit 4Gi",
         ),
         (
+            {**container(), "metadata": {"labels": {"team": "a", "passhat.dev/recorded": "1"}}},
+            'spec.trial.template.metadata.labels["passhat.dev/recorded"]: '
+            "labels under passhat.dev/ are passhat's own",
+        ),
+        (
+            container(resources={"requests": {"example.com/gpu": "x"}}),
+            "spec.trial.template.spec.containers[0].resources.requests"
+            '["example.com/gpu"]: "x" is not a valid quantity (expected e.g. 500m, 2Gi)',
+        ),
+        (
             container(resources=["cpu"]),
             "spec.trial.template.spec.containers[0].resources: "
             "must be an object with requests and/or limits",
