@@ -28,6 +28,8 @@ class OperatorConfig:
     deleted_pod_grace_s: float = 30.0
     # A waiting image/config error counts only after this long (see classify_pod).
     image_error_grace_s: float = 60.0
+    # A trial pod Pending unschedulable this long is reported (a TrialPodUnschedulable event).
+    unschedulable_grace_s: float = 60.0
     # InfraErrorsHigh is True above this infra-error rate.
     infra_error_threshold: float = 0.2
     # Lists capped in status (full lists in `passhat report`).

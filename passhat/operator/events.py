@@ -22,18 +22,22 @@ import kopf
 __all__ = [
     "COMPLETED",
     "CONFIG_ERROR",
+    "FAILED_CREATE",
     "GATE_FAILED",
     "GATE_PASSED",
     "RETRIES_EXHAUSTED",
     "TRIAL_RETRIED",
+    "UNSCHEDULABLE",
     "Event",
     "RetryLimiter",
     "completed",
     "config_error",
+    "failed_create",
     "gate_result",
     "post",
     "retries_exhausted",
     "trial_retried",
+    "unschedulable",
 ]
 
 logger = logging.getLogger(__name__)
@@ -44,6 +48,12 @@ TRIAL_RETRIED = "TrialRetried"
 RETRIES_EXHAUSTED = "RetriesExhausted"
 # Warning: the eval cannot run as written (field named in the message); no pods are made
 CONFIG_ERROR = "ConfigError"
+# Warning: the API server refused to create trial pods (quota, LimitRange, a missing
+# service account, ...); the eval keeps retrying, like a Job's FailedCreate
+FAILED_CREATE = "FailedCreate"
+# Warning: a trial pod could not be scheduled for a while (no node fits its requests,
+# selectors or tolerations); the eval waits, like a Job's pods
+UNSCHEDULABLE = "TrialPodUnschedulable"
 # Normal: every trial slot is final
 COMPLETED = "Completed"
 # Normal / Warning: the gate's metric met / missed its minimum
@@ -91,6 +101,20 @@ def retries_exhausted(*, task_id: str, trial: int, attempts: int, reason: str) -
 def config_error(*, field: str, message: str) -> Event:
     """The eval cannot run: `field` names what to fix."""
     return Event(WARNING, CONFIG_ERROR, f"{field}: {message}" if field else message)
+
+
+def failed_create(message: str) -> Event:
+    """Creating trial pods failed with an error a retry may get past (e.g. quota)."""
+    return Event(WARNING, FAILED_CREATE, f"cannot create trial pods (retrying): {message}")
+
+
+def unschedulable(*, pod: str, waited_s: float, message: str) -> Event:
+    """A trial pod has been Pending unschedulable for `waited_s` seconds."""
+    return Event(
+        WARNING,
+        UNSCHEDULABLE,
+        f"trial pod {pod} has not been scheduled for {waited_s:.0f}s: {message}",
+    )
 
 
 def completed(status: Mapping[str, Any]) -> Event:

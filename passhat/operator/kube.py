@@ -70,6 +70,7 @@ _POD_METADATA = (
     "creationTimestamp",
     "deletionTimestamp",
     "deletionGracePeriodSeconds",
+    "ownerReferences",
 )
 
 
@@ -116,13 +117,14 @@ class EvalApi(Protocol):
         keep: Sequence[Mapping[str, Any]],
         release: Sequence[Mapping[str, Any]],
         create: Sequence[Mapping[str, Any]],
-    ) -> None:
-        """Create, keep and release pods, all in parallel.
+    ) -> list[str]:
+        """Create, keep and release pods, all in parallel; the names of the creates that
+        found their name taken (409) are returned.
 
         `keep`: finished pods whose outcome is recorded; ONE patch removes our finalizer
         and adds the recorded label, and the pod stays until its eval is deleted.
         `release`: remove our finalizer, then delete the pod (never recorded, or still
-        running). A pod that is already gone, or already exists (same name), is fine.
+        running). A pod that is already gone is fine.
         The creates are done when this returns (their errors are raised); keeps and
         releases may still be in flight, and until each is done `list_pods` leaves its
         pod out (the loop would only release it again).
@@ -364,12 +366,15 @@ class Kube:
         keep: Sequence[Mapping[str, Any]],
         release: Sequence[Mapping[str, Any]],
         create: Sequence[Mapping[str, Any]],
-    ) -> None:
+    ) -> list[str]:
         for pod in keep:
             self._release_later(namespace, pod, self._keep_pod)
         for pod in release:
             self._release_later(namespace, pod, self._release_pod)
-        self._parallel([functools.partial(self._create_pod, namespace, pod) for pod in create])
+        taken = self._parallel(
+            [functools.partial(self._create_pod, namespace, pod) for pod in create]
+        )
+        return [name for name in taken if name is not None]
 
     def release_pods(self, namespace: str, pods: Sequence[Mapping[str, Any]]) -> None:
         self._parallel([functools.partial(self._release_pod, namespace, pod) for pod in pods])
@@ -436,25 +441,27 @@ class Kube:
             with self._releasing_lock:
                 self._releasing.discard(key)
 
-    def _parallel(self, calls: Sequence[Callable[[], None]]) -> None:
-        """Run calls on the write pool; re-raise the first failure after all finished."""
+    def _parallel(self, calls: Sequence[Callable[[], T]]) -> list[T]:
+        """Run calls on the write pool; their results, or the first failure re-raised
+        after all finished."""
         if len(calls) <= 1:
-            for call in calls:
-                call()
-            return
+            return [call() for call in calls]
         futures = [self._pool.submit(call) for call in calls]
         errors = [err for future in futures if (err := future.exception()) is not None]
         if errors:
             raise errors[0]
+        return [future.result() for future in futures]
 
-    def _create_pod(self, namespace: str, pod: Mapping[str, Any]) -> None:
-        self._request(
+    def _create_pod(self, namespace: str, pod: Mapping[str, Any]) -> str | None:
+        """Create `pod`; its name when the name is taken (409), else None."""
+        status, _ = self._request(
             "create",
             "POST",
             f"/api/v1/namespaces/{namespace}/pods",
             body=dict(pod),
             ok_statuses=(409,),
         )
+        return str((pod.get("metadata") or {}).get("name")) if status == 409 else None
 
     def _keep_pod(self, namespace: str, pod: Mapping[str, Any]) -> None:
         """Remove our finalizer and add the recorded label in one patch; the pod stays."""

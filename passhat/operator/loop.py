@@ -18,7 +18,11 @@ A pass reads everything it decides on from the API server, never from memory:
    never recorded is released and deleted.
    (`EvalApi.settle` may finish releases after it returns; the next pass does not wait.)
 6. Create the pods of slots that are not final and have no pod for their current attempt,
-   up to `parallelism` live pods (deterministic names: re-creating is a harmless 409).
+   up to `parallelism` live pods (deterministic names: re-creating is a harmless 409; a
+   name the LIST did not show but a create finds taken belongs to a pod whose labels were
+   changed: the next pass counts that attempt as infra_error/lost and moves on).
+
+Only pods the eval controls (owner reference) and whose name matches their labels count.
 
 The operator may die between any two API calls. Every step is safe to repeat: the ledger
 refuses an attempt it already holds, a pod cannot vanish before its outcome is in status
@@ -46,7 +50,7 @@ from passhat.api.spec import EvalSpec, Task, template_safety_problems
 from passhat.operator import events
 from passhat.operator.config import OperatorConfig
 from passhat.operator.kube import ApiError, Conflict, EvalApi
-from passhat.operator.pods import EvalRef, PodKey, build_pod, pod_key
+from passhat.operator.pods import FINALIZER, EvalRef, PodKey, build_pod, pod_key, pod_name
 from passhat.operator.status import (
     StatusInputs,
     build_status,
@@ -59,7 +63,7 @@ from passhat.trials.classify_pod import (
     verdict_for_vanished_pod,
 )
 from passhat.trials.ledger import LedgerError, SlotLedger
-from passhat.trials.outcomes import CONFIG_ERROR, IMAGE_ERROR, Verdict
+from passhat.trials.outcomes import CONFIG_ERROR, IMAGE_ERROR, LOST, Outcome, Verdict
 from passhat.trials.retry import RetryPlan
 
 __all__ = ["EvalLoop", "PassResult", "PassState", "Recorded"]
@@ -208,6 +212,11 @@ class EvalLoop:
         self._start_failures: set[tuple[int, int, int]] = set()
         self._start_failure_message = ""
         self._pod_refused: str | None = None
+        # Creates that found their pod's name taken by a pod no pass counts (see _taken_slots).
+        self._taken: dict[PodKey, str] = {}
+        # The last error creating pods (quota, ...), None once creates work again.
+        self._create_failing: str | None = None
+        self._reported: set[str] = set()
 
     # -- spec and tasks -------------------------------------------------------------------
 
@@ -285,9 +294,18 @@ class EvalLoop:
         recorded: list[Recorded] = []
 
         for pod in pods:
+            if not _controlled_by(pod, ref.uid):
+                # NB: carries our labels but we did not make it: never counted, never touched.
+                self._warn_once(f"pod {_name(pod)} has this eval's labels but is not its pod")
+                continue
             key = pod_key(pod)
             if key is None or key.task >= ledger.n_tasks or key.trial >= ledger.trials:
                 logger.warning("%s: pod %s has no valid slot labels", ref.name, _name(pod))
+                done.append(pod)
+                continue
+            if _name(pod) != pod_name(ref, key):
+                # NB: its labels were changed: they no longer name the attempt it runs.
+                logger.warning("%s: pod %s has another attempt's labels", ref.name, _name(pod))
                 done.append(pod)
                 continue
             slot = (key.task, key.trial)
@@ -304,6 +322,7 @@ class EvalLoop:
             verdict = self._classify(pod, spec, now)
             if verdict is None:
                 live.add(slot)
+                self._note_unschedulable(body, pod, now)
                 continue
             final = plan.is_final(verdict, key.attempt)
             ledger.record(key.task, key.trial, key.attempt, verdict, final=final)
@@ -312,6 +331,21 @@ class EvalLoop:
                 Recorded(tasks[key.task].id, key, verdict, final, _duration(pod), delay)
             )
             done.append(pod)
+
+        for key, name in self._taken_slots(ledger, live):
+            # The attempt's pod name is taken by a pod no pass lists (its labels were
+            # changed or removed): that attempt is lost, the next one gets a new name.
+            verdict = Verdict(
+                Outcome.INFRA_ERROR,
+                LOST,
+                f"pod {name} is no longer recognisable as this attempt's pod "
+                "(its labels were changed); it is released",
+            )
+            final = plan.is_final(verdict, key.attempt)
+            ledger.record(key.task, key.trial, key.attempt, verdict, final=final)
+            delay = 0.0 if final else plan.delay(key.attempt)
+            recorded.append(Recorded(tasks[key.task].id, key, verdict, final, None, delay))
+            done.append({"metadata": {"name": name, "finalizers": [FINALIZER]}})
 
         start_problem = self._note_start_failures(
             recorded, spec, ledger, [task.id for task in tasks]
@@ -346,7 +380,7 @@ class EvalLoop:
                     spec=spec,
                     task_ids=[task.id for task in tasks],
                     ledger=ledger,
-                    running=len(live) + len(to_create),
+                    running=len(live) + (0 if self._create_failing else len(to_create)),
                     generation=generation,
                     previous=previous,
                     now=now,
@@ -371,13 +405,25 @@ class EvalLoop:
         let_go = len(keep) + len(release)
         if let_go or create:
             try:
-                api.settle(ref.namespace, keep=keep, release=release, create=create)
+                taken = api.settle(ref.namespace, keep=keep, release=release, create=create)
             except ApiError as err:
-                if not _refused_for_good(err):
+                if _refused_for_good(err):
+                    # NB: the next pass stops the eval with a ConfigError naming the cause.
+                    self._pod_refused = str(err)
+                elif _refused_for_now(err):
+                    # NB: quota, LimitRange, a missing service account: retried every
+                    # resync, reported once per distinct message (a Job's FailedCreate).
+                    self._create_failing = str(err)
+                    if self._create_failing not in self._reported:
+                        self._reported.add(self._create_failing)
+                        self._emit(body, events.failed_create(self._create_failing))
+                else:
                     raise
-                # NB: the next pass stops the eval with a ConfigError naming the cause.
-                self._pod_refused = str(err)
                 return PassResult(PassState.CONTINUE, recorded, 0, let_go, status)
+            if create:
+                self._create_failing = None
+            names = {pod_name(ref, key): key for key in to_create}
+            self._taken = {names[name]: name for name in taken if name in names}
         if start_problem is not None:
             return PassResult(PassState.DONE, recorded, 0, let_go, status)
         state = PassState.DONE if ledger.complete and not live else PassState.CONTINUE
@@ -555,6 +601,59 @@ class EvalLoop:
         state = PassState.DONE if problem.terminal else PassState.CONTINUE
         return PassResult(state, released=len(pods), status=written)
 
+    def _taken_slots(
+        self, ledger: SlotLedger, live: set[tuple[int, int]]
+    ) -> list[tuple[PodKey, str]]:
+        """The attempts whose create found the name taken in the last pass and that are
+        still their slot's current attempt with no pod of theirs listed since.
+
+        A pass creates only what its consistent LIST did not show, so a 409 means the
+        name belongs to a pod no pass counts: a trial pod whose labels were changed or
+        removed (or one labelled recorded by hand). Without this the slot would stall,
+        re-creating a name that is taken, forever.
+        """
+        taken, self._taken = self._taken, {}
+        return [
+            (key, name)
+            for key, name in sorted(taken.items())
+            if (key.task, key.trial) not in live
+            and key.task < ledger.n_tasks
+            and key.trial < ledger.trials
+            and not ledger.is_final(key.task, key.trial)
+            and ledger.next_attempt(key.task, key.trial) == key.attempt
+        ]
+
+    def _note_unschedulable(
+        self, body: Mapping[str, Any], pod: Mapping[str, Any], now: float
+    ) -> None:
+        """Report (once per pod) a pod the scheduler has not placed for a while."""
+        condition = next(
+            (
+                item
+                for item in (pod.get("status") or {}).get("conditions") or []
+                if item.get("type") == "PodScheduled"
+            ),
+            None,
+        )
+        if not condition or condition.get("status") != "False":
+            return
+        if condition.get("reason") != "Unschedulable":
+            return
+        created = parse_timestamp((pod.get("metadata") or {}).get("creationTimestamp"))
+        if created is None or now - created < self.config.unschedulable_grace_s:
+            return
+        name = _name(pod)
+        if f"unschedulable:{name}" in self._reported:
+            return
+        self._reported.add(f"unschedulable:{name}")
+        message = str(condition.get("message") or "no node fits the pod")
+        self._emit(body, events.unschedulable(pod=name, waited_s=now - created, message=message))
+
+    def _warn_once(self, message: str) -> None:
+        if message not in self._reported:
+            self._reported.add(message)
+            logger.warning("%s: %s", self.ref.name, message)
+
     def _emit(self, body: Mapping[str, Any], event: events.Event) -> None:
         if self._post_event is not None:
             self._post_event(body, event)
@@ -565,6 +664,20 @@ def _refused_for_good(err: ApiError) -> bool:
     if err.verb != "create":
         return False
     return err.status == 422 or (err.status == 403 and "violates PodSecurity" in str(err))
+
+
+def _refused_for_now(err: ApiError) -> bool:
+    """Whether a pod create was refused by admission in a way that may pass later
+    (403: quota exceeded, LimitRange, a service account not yet created)."""
+    return err.verb == "create" and err.status == 403
+
+
+def _controlled_by(pod: Mapping[str, Any], uid: str) -> bool:
+    """Whether the eval with `uid` is the pod's controller (we made it)."""
+    refs = (pod.get("metadata") or {}).get("ownerReferences") or []
+    return any(
+        isinstance(ref, Mapping) and ref.get("uid") == uid and ref.get("controller") for ref in refs
+    )
 
 
 def _name(pod: Mapping[str, Any]) -> str:

@@ -142,8 +142,9 @@ class FakeApi:
         keep: Sequence[Mapping[str, Any]],
         release: Sequence[Mapping[str, Any]],
         create: Sequence[Mapping[str, Any]],
-    ) -> None:
+    ) -> list[str]:
         """Like the real one, in a random order (it runs them in parallel)."""
+        taken = [pod["metadata"]["name"] for pod in create if pod["metadata"]["name"] in self.pods]
         ops: list[tuple[str, Mapping[str, Any]]] = [("keep", pod) for pod in keep]
         ops += [("release", pod) for pod in release]
         ops += [("create", pod) for pod in create]
@@ -155,6 +156,7 @@ class FakeApi:
                 self.release_pods(namespace, [pod])
             else:
                 self.create_pods(namespace, [pod])
+        return taken
 
     def keep_pods(self, namespace: str, pods: Sequence[Mapping[str, Any]]) -> None:
         """One patch per pod: our finalizer out, the recorded label in (the pod stays)."""

@@ -234,3 +234,11 @@ def test_settle_returns_after_the_creates_and_hides_pods_being_released() -> Non
     assert [m for m, _, _ in kube.requests].count("PATCH") == 1
     assert [p["metadata"]["name"] for p in kube.list_pods("ns", "u")] == ["a", "b"]
     kube.close()
+
+
+def test_settle_returns_the_names_a_create_found_taken() -> None:
+    """A create answered 409 is not an error, but its name is handed back to the loop."""
+    kube = ScriptedKube([(201, {}), (409, {"reason": "AlreadyExists"})])
+    created = [{"metadata": {"name": "fresh"}}, {"metadata": {"name": "taken"}}]
+    assert kube.settle("ns", keep=[], release=[], create=created[:1]) == []
+    assert kube.settle("ns", keep=[], release=[], create=created[1:]) == ["taken"]

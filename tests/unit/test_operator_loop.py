@@ -371,7 +371,7 @@ def test_pod_refused_by_the_api_server_is_a_config_error() -> None:
 
     harness = Harness(17)
 
-    def refuse(namespace: str, *, keep: Any, release: Any, create: Any) -> None:
+    def refuse(namespace: str, *, keep: Any, release: Any, create: Any) -> list[str]:
         raise ApiError("create", 422, 'Pod "x" is invalid: spec.containers[0].image: Required')
 
     harness.api.settle = refuse  # type: ignore[method-assign]
@@ -397,7 +397,7 @@ def test_recorded_but_unreleased_pod_is_only_released() -> None:
     harness.kubelet.step(share=0.0)
     harness.kubelet.step(share=1.0)  # the attempt ends
 
-    def die(namespace: str, **_: Any) -> None:
+    def die(namespace: str, **_: Any) -> list[str]:
         raise Killed("before the release")
 
     harness.api.settle = die  # type: ignore[method-assign]

@@ -1,0 +1,156 @@
+"""Pods a user changed, forged or could not get created: never miscounted, never stuck."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from passhat.operator import events
+from passhat.operator.kube import ApiError
+from passhat.operator.loop import EvalLoop, PassState
+from passhat.operator.pods import (
+    FINALIZER,
+    LABEL_EVAL_UID,
+    LABEL_RECORDED,
+    LABEL_TRIAL,
+    EvalRef,
+)
+from passhat.trials.ledger import SlotLedger
+from tests.unit.operator_fake import terminated
+from tests.unit.test_operator_loop import Harness, spec
+
+
+def harness_of(trials: int, seed: int = 40) -> Harness:
+    """One task x `trials` trials, all in flight at once, no retry backoff."""
+    return Harness(seed, body=spec(tasks=[{"id": "only"}], trials=trials, ks=[1], parallelism=4))
+
+
+def finish(harness: Harness, name: str, code: int) -> None:
+    """End pod `name` with exit `code`, as a kubelet would."""
+    now = harness.clock.now
+    status = harness.api.pods[name]["status"]
+    status["phase"] = "Succeeded" if code == 0 else "Failed"
+    status["containerStatuses"] = [terminated(code, reason="Completed", now=now, start=now - 1)]
+
+
+def ledger_of(harness: Harness) -> SlotLedger:
+    return SlotLedger.unpack(harness.status["ledger"])
+
+
+def test_forged_pod_with_our_labels_is_never_counted_or_touched() -> None:
+    """A user's pod carrying a slot's labels but not made by the eval changes nothing."""
+    harness = harness_of(2)
+    harness.loop.run_pass()
+    real = next(name for name in harness.api.pods if name.endswith("-t0-1-a0"))
+    forged = copy.deepcopy(harness.api.pods[real])
+    forged["metadata"].update(name="forged", ownerReferences=[], finalizers=[])
+    harness.api.pods["forged"] = forged
+    finish(harness, "forged", 0)
+    harness.loop.run_pass()
+    ledger = ledger_of(harness)
+    assert ledger.attempts(0, 1) == 0 and not ledger.is_final(0, 1)
+    assert "forged" in harness.api.pods and real in harness.api.pods
+    assert LABEL_RECORDED not in harness.api.pods["forged"]["metadata"]["labels"]
+
+
+def test_relabelled_pod_is_released_and_its_trial_runs_again() -> None:
+    """A trial pod relabelled as another trial is not counted for either; its own trial is
+    retried under a new name and the other trial's real pod is untouched."""
+    harness = harness_of(4)
+    harness.loop.run_pass()
+    moved = next(name for name in harness.api.pods if name.endswith("-t0-1-a0"))
+    other = next(name for name in harness.api.pods if name.endswith("-t0-3-a0"))
+    harness.api.pods[moved]["metadata"]["labels"][LABEL_TRIAL] = "3"
+    finish(harness, moved, 1)
+    harness.loop.run_pass()  # released, not counted; its slot's create finds the name taken
+    assert ledger_of(harness).attempts(0, 3) == 0
+    assert other in harness.api.pods
+    harness.loop.run_pass()  # the attempt is lost, retried as a1
+    ledger = ledger_of(harness)
+    assert ledger.attempts(0, 1) == 1 and not ledger.is_final(0, 1)
+    assert any(name.endswith("-t0-1-a1") for name in harness.api.pods)
+    assert ledger.attempts(0, 3) == 0
+
+
+def test_pod_hidden_from_the_list_does_not_stall_its_slot() -> None:
+    """A trial pod whose eval-uid label was removed, or that was labelled recorded by hand,
+    is released (no finalizer left behind) and its trial runs again."""
+    for change in ("unlabel", "recorded"):
+        harness = harness_of(1)
+        harness.loop.run_pass()
+        (name,) = harness.api.pods
+        labels = harness.api.pods[name]["metadata"]["labels"]
+        if change == "unlabel":
+            del labels[LABEL_EVAL_UID]
+        else:
+            labels[LABEL_RECORDED] = "true"
+        for _ in range(3):
+            harness.clock.now += 1
+            harness.loop.run_pass()
+        ledger = ledger_of(harness)
+        assert ledger.attempts(0, 0) == 1, change
+        assert any(pod.endswith("-t0-0-a1") for pod in harness.api.pods), change
+        old = harness.api.pods.get(name)
+        assert old is None or FINALIZER not in old["metadata"].get("finalizers", []), change
+
+
+def test_quota_refusal_is_reported_once_and_retried() -> None:
+    """A 403 on create (quota, LimitRange) keeps the eval running, posts one FailedCreate
+    event per distinct message, counts no phantom running pods, and recovers."""
+    harness = harness_of(1)
+    posted: list[events.Event] = []
+    harness.loop = EvalLoop(
+        harness.api,
+        harness.ref,
+        config=harness.loop.config,
+        clock=harness.clock,
+        post_event=lambda body, event: posted.append(event),
+    )
+    real_settle = harness.api.settle
+
+    def refuse(namespace: str, *, keep: Any, release: Any, create: Any) -> list[str]:
+        if create:
+            raise ApiError("create", 403, 'pods "x" is forbidden: exceeded quota: q')
+        return real_settle(namespace, keep=keep, release=release, create=create)
+
+    harness.api.settle = refuse  # type: ignore[method-assign]
+    for _ in range(3):
+        assert harness.loop.run_pass().state is PassState.CONTINUE
+    assert [event.reason for event in posted] == [events.FAILED_CREATE]
+    assert "exceeded quota" in posted[0].message
+    assert harness.status["progress"]["running"] == 0
+    assert harness.api.pods == {}
+    harness.api.settle = real_settle  # type: ignore[method-assign]
+    harness.loop.run_pass()
+    assert len(harness.api.pods) == 1
+
+
+def test_unschedulable_pod_is_reported_after_the_grace() -> None:
+    """A pod Pending as unschedulable past the grace gets one TrialPodUnschedulable event."""
+    harness = harness_of(1)
+    posted: list[events.Event] = []
+    ref: EvalRef = harness.ref
+    harness.loop = EvalLoop(
+        harness.api,
+        ref,
+        config=harness.loop.config,
+        clock=harness.clock,
+        post_event=lambda body, event: posted.append(event),
+    )
+    harness.loop.run_pass()
+    (name,) = harness.api.pods
+    harness.api.pods[name]["status"]["conditions"] = [
+        {
+            "type": "PodScheduled",
+            "status": "False",
+            "reason": "Unschedulable",
+            "message": "0/2 nodes are available: 2 Insufficient cpu.",
+        }
+    ]
+    harness.loop.run_pass()
+    assert posted == []
+    harness.clock.now += harness.loop.config.unschedulable_grace_s + 1
+    harness.loop.run_pass()
+    harness.loop.run_pass()
+    assert [event.reason for event in posted] == [events.UNSCHEDULABLE]
+    assert "Insufficient cpu" in posted[0].message
