@@ -148,14 +148,22 @@ def resolve_tasks(
 def _tasks_in(text: str, *, where: str) -> list[Task]:
     try:
         # NB: JSON first: large suites are usually JSON, and PyYAML is slow on them.
-        items = json.loads(text)
+        items = json.loads(text, parse_constant=_refuse_constant)
+    except _NonFiniteJson as err:
+        raise SpecError(f"{where}: invalid JSON: {err} is not a JSON number") from None
     except ValueError:
-        items = None
+        items = None  # NB: also an integer of more than 4300 digits: YAML reports it
     except RecursionError:
         raise SpecError(f"{where}: invalid JSON: nested too deeply") from None
     try:
         if items is None:
             items = yamlload.load(text)
+    except yamlload.NotJson as err:
+        at = format_path(("", *err.path))
+        raise SpecError(
+            f"{where}: line {_mark_line(err)}: {at + ': ' if at else ''}"
+            f"invalid YAML/JSON: {err.problem}"
+        ) from None
     except yaml.YAMLError as err:
         raise SpecError(f"{where}: invalid YAML/JSON: {_yaml_problem(err)}") from None
     if not isinstance(items, list):
@@ -168,6 +176,14 @@ def _tasks_in(text: str, *, where: str) -> list[Task]:
             problem_path, reason = spec_problems(err, (index,))[0]
             raise SpecError(f"{where}: {format_path(('', *problem_path))}: {reason}") from None
     return tasks
+
+
+class _NonFiniteJson(Exception):
+    """NaN, Infinity or -Infinity in JSON text (Python's json accepts them)."""
+
+
+def _refuse_constant(name: str) -> Any:
+    raise _NonFiniteJson(name)
 
 
 def read_local_config_maps(spec: EvalSpec, base_dir: str | FilePath) -> dict[str, dict[str, str]]:
@@ -208,7 +224,9 @@ def _config_map_data(path: FilePath) -> dict[str, str]:
     try:
         manifest = yamlload.load(path.read_text(encoding="utf-8"))
     except yaml.YAMLError as err:
-        raise InputError(f"invalid YAML: {_yaml_problem(err)}", path=str(path)) from None
+        raise InputError(
+            f"invalid YAML: {_yaml_problem(err)}", path=str(path), line=_mark_line(err)
+        ) from None
     data = manifest.get("data") if isinstance(manifest, dict) else None
     if not isinstance(data, dict) or not all(isinstance(v, str) for v in data.values()):
         raise InputError("expected a ConfigMap manifest with string data", path=str(path))
@@ -218,6 +236,13 @@ def _config_map_data(path: FilePath) -> dict[str, str]:
 def _compose(text: str, source: str) -> yaml.Node:
     try:
         nodes = yamlload.compose_all(text)
+    except yamlload.NotJson as err:
+        raise SpecError(
+            f"invalid YAML: {err.problem}",
+            field=format_path(err.path) or None,
+            path=source,
+            line=_mark_line(err),
+        ) from None
     except yaml.YAMLError as err:
         raise SpecError(
             f"invalid YAML: {_yaml_problem(err)}", path=source, line=_mark_line(err)
@@ -230,11 +255,15 @@ def _compose(text: str, source: str) -> yaml.Node:
             path=source,
             line=nodes[1].start_mark.line + 1,
         )
-    _check_duplicate_keys(nodes[0], source, ())
+    _check_duplicate_keys(nodes[0], source, (), set())
     return nodes[0]
 
 
-def _check_duplicate_keys(node: yaml.Node, source: str, at: Path) -> None:
+def _check_duplicate_keys(node: yaml.Node, source: str, at: Path, seen_nodes: set[int]) -> None:
+    # NB: each node once: aliases make the tree a graph, exponentially larger as a tree
+    if id(node) in seen_nodes:
+        return
+    seen_nodes.add(id(node))
     if isinstance(node, yaml.MappingNode):
         seen: set[Any] = set()
         for key, value in node.value:
@@ -247,10 +276,10 @@ def _check_duplicate_keys(node: yaml.Node, source: str, at: Path) -> None:
                     line=key.start_mark.line + 1,
                 )
             seen.add(name)
-            _check_duplicate_keys(value, source, (*at, str(name)))
+            _check_duplicate_keys(value, source, (*at, str(name)), seen_nodes)
     elif isinstance(node, yaml.SequenceNode):
         for index, item in enumerate(node.value):
-            _check_duplicate_keys(item, source, (*at, index))
+            _check_duplicate_keys(item, source, (*at, index), seen_nodes)
 
 
 def _line_of(node: yaml.Node, path: Sequence[str | int]) -> int:

@@ -19,17 +19,38 @@ callers handle it like any other invalid YAML. No eval or task list comes near t
 Invalid YAML is always reported with the pure-Python parser's message, so messages do not
 depend on whether libyaml is installed. Both loaders leave dates as strings (`kubectl
 apply` sends JSON, never YAML timestamps).
+
+Every document is also checked to be JSON data (an eval is a Kubernetes object, task
+params reach the trial as JSON) before it is constructed, in one walk of the node graph
+that visits each node once (NotJson, a yaml.MarkedYAMLError with the line and `path`):
+aliases may not expand to more than MAX_ALIAS_NODES extra nodes (a "billion laughs"
+document of a few hundred bytes would otherwise expand to billions of values in
+json.dumps and pydantic) nor refer to the collection they are in; no `!!set`, `!!binary`,
+`!!timestamp`, `!!omap`, `!!pairs`; no .nan / .inf; no integer of more than
+MAX_INT_DIGITS digits (Python refuses to convert those).
 """
 
 from __future__ import annotations
 
 import contextlib
+import math
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 import yaml
 
-__all__ = ["MAX_DEPTH", "NestedTooDeeply", "compose_all", "construct", "load", "uses_libyaml"]
+__all__ = [
+    "MAX_ALIAS_NODES",
+    "MAX_DEPTH",
+    "MAX_INT_DIGITS",
+    "NestedTooDeeply",
+    "NotJson",
+    "check_json_nodes",
+    "compose_all",
+    "construct",
+    "load",
+    "uses_libyaml",
+]
 
 T = TypeVar("T")
 
@@ -37,6 +58,32 @@ MAX_DEPTH = 200
 _NESTING_MARKS = "[{-?:"
 _STARTS = (yaml.SequenceStartEvent, yaml.MappingStartEvent)
 _ENDS = (yaml.SequenceEndEvent, yaml.MappingEndEvent)
+
+
+MAX_ALIAS_NODES = 1_000_000
+MAX_INT_DIGITS = 4300  # NB: Python's int/str conversion limit (sys.get_int_max_str_digits)
+_YAML = "tag:yaml.org,2002:"
+_NOT_JSON_TAGS = {
+    f"{_YAML}set": "a set (!!set)",
+    f"{_YAML}binary": "binary data (!!binary)",
+    f"{_YAML}timestamp": "a timestamp (!!timestamp; write the date as a string)",
+    f"{_YAML}omap": "an ordered map (!!omap)",
+    f"{_YAML}pairs": "a list of pairs (!!pairs)",
+}
+
+
+class NotJson(yaml.MarkedYAMLError):
+    """A node the JSON data model has no value for, or aliases that expand too far.
+
+    `problem_mark` is the node's position, `path` the keys and indexes leading to it.
+    """
+
+    def __init__(self, problem: str, node: yaml.Node, path: tuple[str | int, ...]) -> None:
+        super().__init__(problem=problem, problem_mark=node.start_mark)
+        self.path = path
+
+    def __str__(self) -> str:
+        return str(self.problem)
 
 
 class NestedTooDeeply(yaml.YAMLError):
@@ -78,12 +125,82 @@ def load(text: str) -> Any:
     Raises yaml.YAMLError for invalid YAML, NestedTooDeeply (one) for YAML nested deeper
     than MAX_DEPTH or than the pure-Python loader's limit.
     """
-    return _parse(text, lambda loader: yaml.load(text, Loader=loader))
+    nodes = compose_all(text)
+    if not nodes:
+        return None
+    if len(nodes) > 1:
+        # NB: the same error yaml.load gives for several documents
+        return _parse(text, lambda loader: yaml.load(text, Loader=loader))
+    return construct(nodes[0])
 
 
 def compose_all(text: str) -> list[yaml.Node]:
-    """The node tree (with line marks) of every YAML document in `text`; errors as `load`."""
-    return _parse(text, lambda loader: list(yaml.compose_all(text, Loader=loader)))
+    """The node tree (with line marks) of every YAML document in `text`; errors as `load`,
+    and NotJson (see check_json_nodes)."""
+    nodes = _parse(text, lambda loader: list(yaml.compose_all(text, Loader=loader)))
+    for node in nodes:
+        check_json_nodes(node)
+    return nodes
+
+
+def check_json_nodes(root: yaml.Node) -> None:
+    """Raise NotJson unless the node graph at `root` is JSON data of a bounded size.
+
+    Linear in the number of distinct nodes: each node is visited once, its expanded
+    size memoized, whatever the number of aliases referring to it.
+    """
+    sizes: dict[int, int] = {}
+    extra = 0
+
+    def walk(node: yaml.Node, path: tuple[str | int, ...], parent: yaml.Node) -> int:
+        nonlocal extra
+        known = sizes.get(id(node))
+        if known is not None:  # NB: an alias (the node of its anchor); name where it is used
+            if known < 0:
+                raise NotJson("an alias refers to the collection it is in", parent, path)
+            extra += known
+            if extra > MAX_ALIAS_NODES:
+                raise NotJson(f"aliases expand to more than {MAX_ALIAS_NODES} nodes", parent, path)
+            return known
+        reason = _NOT_JSON_TAGS.get(node.tag)
+        if reason is not None:
+            raise NotJson(f"{reason} is not JSON data", node, path)
+        size = 1
+        if isinstance(node, yaml.ScalarNode):
+            _check_scalar(node, path)
+        elif isinstance(node, yaml.SequenceNode):
+            sizes[id(node)] = -1
+            for index, item in enumerate(node.value):
+                size += walk(item, (*path, index), node)
+        elif isinstance(node, yaml.MappingNode):
+            sizes[id(node)] = -1
+            for key, value in node.value:
+                name = key.value if isinstance(key, yaml.ScalarNode) else "?"
+                size += walk(key, path, node) + walk(value, (*path, name), node)
+        sizes[id(node)] = size
+        return size
+
+    try:
+        walk(root, (), root)
+    except RecursionError:
+        raise NestedTooDeeply from None
+
+
+def _check_scalar(node: yaml.ScalarNode, path: tuple[str | int, ...]) -> None:
+    if node.tag == f"{_YAML}int":
+        if sum(ch.isdigit() for ch in node.value) > MAX_INT_DIGITS:
+            raise NotJson(f"integer with more than {MAX_INT_DIGITS} digits", node, path)
+    elif node.tag == f"{_YAML}float":
+        text = node.value.replace("_", "").lower()
+        if text.lstrip("+-") in (".inf", ".nan") or (":" not in text and not _finite(text)):
+            raise NotJson(f"{node.value} is not a JSON number (must be finite)", node, path)
+
+
+def _finite(text: str) -> bool:
+    try:
+        return math.isfinite(float(text))
+    except ValueError:
+        return True  # NB: other forms (sexagesimal) are the constructor's to parse
 
 
 def construct(node: yaml.Node) -> Any:

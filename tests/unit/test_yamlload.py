@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import textwrap
@@ -11,7 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
-from passhat.api import SpecError, parse_eval, yamlload
+from passhat.api import SpecError, parse_eval, parse_spec, resolve_tasks, yamlload
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "eval.yaml"
 
@@ -127,3 +128,84 @@ def test_deep_eval_file_without_libyaml(pure_only: None) -> None:
     """Without libyaml, deep nesting stops at Python's recursion limit: the same message."""
     with pytest.raises(SpecError, match="nested too deeply"):
         parse_eval("a: " + "[" * 5000 + "]" * 5000, "e.yaml")
+
+
+def _billion_laughs(indent: str) -> str:
+    lines = [f"a0: &a0 [{', '.join(['x'] * 9)}]"]
+    lines += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 9)}]" for i in range(1, 10)]
+    return "".join(f"{indent}{line}\n" for line in lines)
+
+
+@pytest.mark.parametrize("where", ["top", "params", "template"])
+def test_billion_laughs_is_refused_quickly(where: str) -> None:
+    """10 levels of 9 aliases: 10^9 values once expanded (json.dumps, pydantic)."""
+    text = EXAMPLE.read_text(encoding="utf-8")
+    if where == "top":
+        text += "x-laughs:\n" + _billion_laughs("  ")
+    elif where == "params":
+        text = text.replace("spec:\n", "spec:\n  x-params:\n" + _billion_laughs("    "), 1)
+    else:
+        text = text.replace("    template:\n", "    template:\n" + _billion_laughs("      "), 1)
+    with pytest.raises(SpecError, match="aliases expand to more than 1000000 nodes") as info:
+        parse_eval(text, "eval.yaml")
+    assert info.value.line is not None
+
+
+def test_billion_laughs_in_a_task_list() -> None:
+    with pytest.raises(yamlload.NotJson, match="aliases expand"):
+        yamlload.load(_billion_laughs(""))
+
+
+def test_shared_aliases_below_the_limit_still_load() -> None:
+    assert yamlload.load("a: &a [1, 2]\nb: *a\nc: {<<: {x: 1}}") == {
+        "a": [1, 2],
+        "b": [1, 2],
+        "c": {"x": 1},
+    }
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("!!set {a}", "a set (!!set) is not JSON data"),
+        ("!!binary aGVsbG8=", "binary data (!!binary) is not JSON data"),
+        ("!!timestamp 2024-01-01", "a timestamp"),
+        (".nan", "not a JSON number"),
+        ("-.Inf", "not a JSON number"),
+        ("1.0e+400", "not a JSON number"),
+        ("9" * 5000, "integer with more than 4300 digits"),
+        ("&r [*r]", "refers to the collection it is in"),
+    ],
+)
+def test_non_json_values_are_refused_with_line_and_path(value: str, message: str) -> None:
+    with pytest.raises(yamlload.NotJson, match=re.escape(message)) as info:
+        yamlload.load(f"a: 1\nb:\n  c: [1, {value}]\n")
+    assert info.value.path[:3] == ("b", "c", 1)
+    assert info.value.problem_mark is not None and info.value.problem_mark.line == 2
+
+
+def test_plain_dates_stay_strings() -> None:
+    """Documented: an unquoted date is the string kubectl would send."""
+    assert yamlload.load("d: 2024-01-01") == {"d": "2024-01-01"}
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ('[{"id": "a", "params": {"x": NaN}}]', "invalid JSON: NaN is not a JSON number"),
+        ('[{"id": "a", "params": {"x": -Infinity}}]', "invalid JSON: -Infinity is not"),
+        ("- id: a\n  params: {x: !!set {b}}\n", "line 2: [0].params.x: invalid YAML/JSON: a set"),
+        ('[{"id": "a", "params": {"x": ' + "7" * 5000 + "}}]", "more than 4300 digits"),
+    ],
+)
+def test_task_lists_must_be_json_data(text: str, message: str) -> None:
+    template = {"spec": {"containers": [{"name": "a", "command": ["true"]}]}}
+    spec = parse_spec(
+        {
+            "tasksFrom": [{"configMap": "m", "key": "k"}],
+            "trials": 1,
+            "trial": {"template": template},
+        }
+    )
+    with pytest.raises(SpecError, match=re.escape(message)):
+        resolve_tasks(spec, {"m": {"k": text}})
