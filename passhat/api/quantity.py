@@ -8,9 +8,13 @@ from __future__ import annotations
 
 import math
 import re
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 
-__all__ = ["parse_cpu", "parse_memory", "parse_quantity"]
+__all__ = ["MAX_QUANTITY", "parse_cpu", "parse_memory", "parse_quantity"]
+
+# The largest quantity accepted: far above any node's cores or bytes (8 EiB), and what
+# an int64 (the kubelet's, and a cgroup's limits) holds.
+MAX_QUANTITY = Decimal(2**63 - 1)
 
 _SUFFIXES: dict[str, Decimal] = {
     "": Decimal(1),
@@ -40,20 +44,29 @@ def parse_quantity(quantity: str | int | float) -> Decimal:
     """The value of a non-negative Kubernetes quantity; ValueError when it is not one."""
     if isinstance(quantity, bool) or not isinstance(quantity, str | int | float):
         raise ValueError(f"{quantity!r} is not a quantity (expected e.g. 500m, 2Gi)")
-    text = str(quantity).strip()
+    try:
+        text = str(quantity).strip()
+    except ValueError:  # NB: an int of more than 4300 digits
+        raise ValueError("is too large to be a quantity") from None
+    shown = text if len(text) <= 40 else f"{text[:37]}..."
     match = _QUANTITY.match(text)
     if match is None:
-        raise ValueError(f'"{quantity}" is not a valid quantity (expected e.g. 500m, 2Gi)')
+        raise ValueError(f'"{shown}" is not a valid quantity (expected e.g. 500m, 2Gi)')
+    exponent = match["exponent"]
+    if exponent and len(exponent) > 8:  # NB: e+999999 and beyond overflow any context
+        raise ValueError(f'"{shown}" is too large (at most {MAX_QUANTITY})')
     try:
         value = Decimal(match["number"])
-        if match["exponent"]:
-            value = value.scaleb(int(match["exponent"][1:]))
+        if exponent:
+            value = value.scaleb(int(exponent[1:]))
         else:
             value *= _SUFFIXES[match["suffix"] or ""]
-    except (InvalidOperation, OverflowError) as err:
-        raise ValueError(f'"{quantity}" is not a valid quantity') from err
+    except (ArithmeticError, ValueError) as err:
+        raise ValueError(f'"{shown}" is not a valid quantity') from err
     if value < 0:
-        raise ValueError(f'"{quantity}" is negative')
+        raise ValueError(f'"{shown}" is negative')
+    if not value.is_finite() or value > MAX_QUANTITY:
+        raise ValueError(f'"{shown}" is too large (at most {MAX_QUANTITY})')
     return value
 
 

@@ -69,6 +69,8 @@ KIND = "ConsistencyEval"
 MAX_TRIALS = 1000
 MAX_INLINE_TASKS = 10_000
 MAX_KS = 32
+# About 68 years: fits activeDeadlineSeconds (int64) and any local deadline arithmetic.
+MAX_TIMEOUT_SECONDS = 2**31 - 1
 
 SPEC_ERROR = "passhat_spec"
 ExitCode = Annotated[int, Field(ge=0, le=255)]
@@ -82,7 +84,10 @@ def _problem(path: Path, reason: str) -> PydanticCustomError:
 
 
 class _Model(BaseModel):
+    # NB: strict, as the CRD's schema: `trials: true` or `trials: "3"` is refused by
+    # `kubectl apply`, so it must be refused locally too (an int still fills a float field)
     model_config = ConfigDict(
+        strict=True,
         extra="forbid",
         populate_by_name=True,
         alias_generator=to_camel,
@@ -136,6 +141,7 @@ class TaskSource(_Model):
     config_map: str = Field(
         min_length=1,
         max_length=253,
+        pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$",
         description="Name of a ConfigMap in the eval's namespace (locally: a directory "
         "or a YAML file of that name next to the eval file).",
     )
@@ -206,6 +212,7 @@ class TrialSpec(_Model):
     timeout_seconds: int = Field(
         default=3600,
         ge=1,
+        le=MAX_TIMEOUT_SECONDS,
         description="Hard wall-clock limit of one attempt (the pod's activeDeadlineSeconds).",
     )
     timeout_is: Literal["infra_error", "fail"] = Field(
@@ -422,7 +429,58 @@ def template_problems(template: Any) -> list[tuple[Path, str]]:
         else:
             names.add(name)
         problems.extend(_resource_problems(container.get("resources"), (*at, "resources")))
+        problems.extend(_command_problems(container, at))
     return problems
+
+
+def _command_problems(container: Mapping[str, Any], at: Path) -> list[tuple[Path, str]]:
+    """command, args and env as Kubernetes types them (lists of strings; env entries with
+    a non-empty string name and a string value): locally they are run as they are, so
+    `command: [sh, -c, true]` would otherwise run `sh -c True`."""
+    problems: list[tuple[Path, str]] = []
+    for part in ("command", "args"):
+        items = container.get(part)
+        if items is None:
+            continue
+        if not isinstance(items, list):
+            problems.append(((*at, part), "must be a list of strings"))
+            continue
+        problems.extend(
+            ((*at, part, index), f"must be a string (got {_yaml_kind(item)}; quote it)")
+            for index, item in enumerate(items)
+            if not isinstance(item, str)
+        )
+    env = container.get("env")
+    if env is None:
+        return problems
+    if not isinstance(env, list):
+        return [*problems, ((*at, "env"), "must be a list of {name, value} objects")]
+    for index, entry in enumerate(env):
+        where: Path = (*at, "env", index)
+        if not isinstance(entry, Mapping):
+            problems.append((where, "must be an object with name and value"))
+            continue
+        name = entry.get("name")
+        if not isinstance(name, str) or not name:
+            problems.append(((*where, "name"), "must be a non-empty string"))
+        elif "=" in name or "\0" in name:
+            problems.append(((*where, "name"), "must not contain '=' or NUL"))
+        value = entry.get("value")
+        if value is not None and not isinstance(value, str):
+            problems.append(
+                ((*where, "value"), f"must be a string (got {_yaml_kind(value)}; quote it)")
+            )
+    return problems
+
+
+def _yaml_kind(value: Any) -> str:
+    if isinstance(value, bool):
+        return f"the boolean {str(value).lower()}"
+    if isinstance(value, int | float):
+        return "a number"
+    if value is None:
+        return "null"
+    return "a list" if isinstance(value, list) else "an object"
 
 
 def _label_problems(metadata: Any) -> list[tuple[Path, str]]:
@@ -589,5 +647,13 @@ def _reason(item: Mapping[str, Any]) -> str:
     message = message.replace("Input should be", "should be").replace(" after validation", "")
     message = message.replace("String should", "should").replace("List should", "should")
     if isinstance(value, str | int | float) and not isinstance(value, bool):
-        message += f" (got {value!r})"
+        message += f" (got {_shown(value)})"
     return message
+
+
+def _shown(value: str | int | float) -> str:
+    """`repr(value)`, shortened (an int of more than 4300 digits has no repr at all)."""
+    if isinstance(value, int) and value.bit_length() > 128:
+        return "a very large integer"
+    text = repr(value)
+    return text if len(text) <= 60 else f"{text[:57]}..."

@@ -86,8 +86,7 @@ def test_good_file_loads(tmp_path: Path) -> None:
         (
             "timeoutSeconds: 1800",
             "timeoutSeconds: soon",
-            "eval.yaml:13: spec.trial.timeoutSeconds: should be a valid integer, "
-            "unable to parse string as an integer (got 'soon')",
+            "eval.yaml:13: spec.trial.timeoutSeconds: should be a valid integer (got 'soon')",
         ),
         (
             "kind: ConsistencyEval",
@@ -111,6 +110,53 @@ def test_good_file_loads(tmp_path: Path) -> None:
             "eval.yaml:11: invalid YAML: expected ',' or ']', but got ':'",
         ),
         ("  trial:\n", "  trial:\n\t\n", None),
+        # what `kubectl apply` refuses (the CRD's types) is refused locally too
+        ("trials: 8", "trials: true", "eval.yaml:9: spec.trials: should be a valid integer"),
+        (
+            "trials: 8",
+            'trials: "8"',
+            "eval.yaml:9: spec.trials: should be a valid integer (got '8')",
+        ),
+        (
+            "min: 0.95",
+            'min: "0.95"',
+            "eval.yaml:26: spec.gate.min: should be a valid number (got '0.95')",
+        ),
+        (
+            "trials: 8",
+            "trials: " + "9" * 5000,
+            "eval.yaml:9: spec.trials: invalid YAML: integer with more than 4300 digits",
+        ),
+        (
+            "timeoutSeconds: 1800",
+            "timeoutSeconds: " + "9" * 400,
+            "eval.yaml:13: spec.trial.timeoutSeconds: should be less than or equal to "
+            "2147483647 (got a very large integer)",
+        ),
+        (
+            "command: [python, -m, evals.run_task]",
+            "command: [sh, -c, true]",
+            "eval.yaml:19: spec.trial.template.spec.containers[0].command[2]: "
+            "must be a string (got the boolean true; quote it)",
+        ),
+        (
+            "command: [python, -m, evals.run_task]",
+            "command: [python]\n            env: [{name: '', value: x}]",
+            "eval.yaml:20: spec.trial.template.spec.containers[0].env[0].name: "
+            "must be a non-empty string",
+        ),
+        (
+            "command: [python, -m, evals.run_task]",
+            "command: [python]\n            env: [{name: N, value: 3}]",
+            "eval.yaml:20: spec.trial.template.spec.containers[0].env[0].value: "
+            "must be a string (got a number; quote it)",
+        ),
+        (
+            "command: [python, -m, evals.run_task]",
+            "command: [python]\n            args: [1]",
+            "eval.yaml:20: spec.trial.template.spec.containers[0].args[0]: "
+            "must be a string (got a number; quote it)",
+        ),
     ],
 )
 def test_bad_file_gives_file_line_field_reason(old: str, new: str, message: str | None) -> None:

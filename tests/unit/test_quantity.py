@@ -6,7 +6,7 @@ from decimal import Decimal
 
 import pytest
 
-from passhat.api.quantity import parse_cpu, parse_memory, parse_quantity
+from passhat.api.quantity import MAX_QUANTITY, parse_cpu, parse_memory, parse_quantity
 
 
 @pytest.mark.parametrize(
@@ -52,3 +52,18 @@ def test_exponent_and_suffix_are_exact() -> None:
     """Parsing is exact decimal arithmetic, not float."""
     assert parse_quantity("1.1k") == Decimal(1100)
     assert parse_quantity("3m") == Decimal("0.003")
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["1e400", "1e999999999999", "8Ei", "9" * 5000, 1e308, pytest.param(10**5000, id="int5000")],
+)
+def test_absurdly_large_quantities_are_refused(text: object) -> None:
+    """1e400 bytes reached the local capacity check as an OverflowError."""
+    with pytest.raises(ValueError, match="too large") as info:
+        parse_quantity(text)  # type: ignore[arg-type]
+    assert len(str(info.value)) < 120
+
+
+def test_largest_quantity_is_int64() -> None:
+    assert parse_quantity("7Ei") < MAX_QUANTITY == 2**63 - 1

@@ -120,11 +120,32 @@ def test_dump_by_alias_round_trips() -> None:
             "spec.retry.infraErrors: should be greater than or equal to 0 (got -1)",
         ),
         ({"retry": {"infra_errors": 1}}, "spec.retry.infra_errors: unknown field"),
+        ({"parallelism": True}, "spec.parallelism: should be a valid integer"),
+        ({"trials": 8.0}, "spec.trials: should be a valid integer (got 8.0)"),
+        (
+            {"retry": {"backoffSeconds": "10"}},
+            "spec.retry.backoffSeconds: should be a valid number (got '10')",
+        ),
+        (
+            {"tasks": None, "tasksFrom": [{"configMap": "../x"}]},
+            "spec.tasksFrom[0].configMap: should match pattern "
+            "'^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$' (got '../x')",
+        ),
+        (
+            {"tasks": None, "tasksFrom": [{"configMap": "/etc"}]},
+            "spec.tasksFrom[0].configMap: should match pattern "
+            "'^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$' (got '/etc')",
+        ),
     ],
 )
 def test_bad_spec_names_field_and_reason(changes: dict[str, Any], message: str) -> None:
     """Each invalid spec raises SpecError whose line is `field: reason`."""
     assert problem(spec_with(**changes)) == message
+
+
+def test_floats_given_as_ints_still_fill_float_fields() -> None:
+    spec = parse_spec({**BASE, "retry": {"backoffSeconds": 5, "maxBackoffSeconds": 60}})
+    assert spec.retry.backoff_seconds == 5.0
 
 
 def test_gate_k_need_not_be_in_ks() -> None:
