@@ -172,6 +172,14 @@ BAD = [
     ("t.json", "[" * 5000 + "]" * 5000, r"t\.json: bad JSON: nested too deeply"),
     ("t.jsonl", '{"task_id": ' + "[" * 5000 + "]" * 5000 + "}\n", r"t\.jsonl:1: bad JSON: nested"),
     ("t", '{"a": ' * 5000 + "1" + "}" * 5000 + "\n", r"t: bad JSON: nested too deeply"),
+    # integers Python will not convert (more than 4300 digits): no ValueError traceback
+    (
+        "t.jsonl",
+        '{"task_id": "a", "outcome": "pass"}\n{"task_id": "a", "trial": ' + "9" * 5000 + "}\n",
+        r"t\.jsonl:2: bad JSON: a number with more than 4300 digits",
+    ),
+    ("t.json", '[{"task_id": ' + "1" * 5000 + "}]", r"t\.json: bad JSON: a number with more"),
+    ("t", '{"task_id": ' + "1" * 5000 + "}", r"t: bad JSON: a number with more than 4300"),
 ]
 
 
@@ -186,6 +194,11 @@ def test_bad_input_names_file_and_line(
     assert caught.value.path == str(path)
     assert re.search(message, str(caught.value)), str(caught.value)
     assert "\n" not in str(caught.value)
+
+
+def test_csv_trial_column_that_is_not_a_small_integer_is_ignored(tmp_path: Path) -> None:
+    path = _write(tmp_path, "t.csv", f"task_id,outcome,trial\na,pass,{'9' * 5000}\nb,fail,\u00b2\n")
+    assert [row.trial for row in read_trials(path)] == [None, None]
 
 
 def test_inspect_score_value_not_understood(tmp_path: Path) -> None:

@@ -17,7 +17,7 @@ from typing import Any
 from passhat.api.errors import InputError
 from passhat.stats import TaskTally, tally
 from passhat.trials.readers.inspect_log import is_inspect_log, parse_inspect_log
-from passhat.trials.readers.jsonl import parse_jsonl, row_from_object
+from passhat.trials.readers.jsonl import TOO_MANY_DIGITS, parse_jsonl, row_from_object
 from passhat.trials.readers.rows import TrialRow
 from passhat.trials.readers.table import parse_csv
 from passhat.trials.readers.taubench import is_taubench, parse_taubench
@@ -64,6 +64,8 @@ def _parse_json(text: str, *, path: str) -> list[TrialRow]:
         raise InputError(
             f"bad JSON: {err.msg} (column {err.colno})", path=path, line=err.lineno
         ) from None
+    except ValueError:  # NB: not a JSONDecodeError: an integer Python will not convert
+        raise InputError(TOO_MANY_DIGITS, path=path) from None
     except RecursionError:
         raise InputError("bad JSON: nested too deeply", path=path) from None
     return _parse_document(document, path=path)
@@ -86,7 +88,7 @@ def _parse(text: str, *, suffix: str, path: str) -> list[TrialRow]:
         first = text.lstrip().splitlines()[0]
         try:
             json.loads(first)
-        except (json.JSONDecodeError, RecursionError):
+        except (ValueError, RecursionError):
             return _parse_json(text, path=path)  # NB: one object over several lines
         return parse_jsonl(text, path=path)
     return parse_csv(text, path=path)

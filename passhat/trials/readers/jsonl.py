@@ -13,7 +13,9 @@ from typing import Any
 from passhat.api.errors import InputError
 from passhat.trials.readers.rows import TrialRow, parse_outcome, parse_task_id
 
-__all__ = ["parse_jsonl", "row_from_object"]
+__all__ = ["TOO_MANY_DIGITS", "parse_jsonl", "row_from_object"]
+
+TOO_MANY_DIGITS = "bad JSON: a number with more than 4300 digits"
 
 
 def row_from_object(obj: Any, *, path: str, line: int | None, where: str = "") -> TrialRow:
@@ -46,6 +48,8 @@ def parse_jsonl(text: str, *, path: str) -> list[TrialRow]:
             raise InputError(
                 f"bad JSON: {err.msg} (column {err.colno})", path=path, line=number
             ) from None
+        except ValueError:  # NB: not a JSONDecodeError: an integer Python will not convert
+            raise InputError(TOO_MANY_DIGITS, path=path, line=number) from None
         except RecursionError:
             raise InputError("bad JSON: nested too deeply", path=path, line=number) from None
         rows.append(row_from_object(obj, path=path, line=number))

@@ -42,10 +42,15 @@ def parse_csv(text: str, *, path: str) -> list[TrialRow]:
                 TrialRow(
                     task_id=parse_task_id(record["task_id"], path=path, line=line),
                     outcome=parse_outcome(record["outcome"], path=path, line=line),
-                    trial=int(trial) if trial.isdigit() else None,
+                    trial=_trial_number(trial),
                     line=line,
                 )
             )
     except csv.Error as err:
         raise InputError(f"bad CSV: {err}", path=path, line=reader.line_num) from None
     return rows
+
+
+def _trial_number(text: str) -> int | None:
+    """An integer `trial` cell (ASCII digits, at most 18: an int64), else None (ignored)."""
+    return int(text) if text.isascii() and text.isdigit() and len(text) <= 18 else None
