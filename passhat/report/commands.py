@@ -8,6 +8,7 @@ the CLI prints as one line with exit code 2.
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -21,10 +22,18 @@ __all__ = [
     "add_power_parser",
     "add_report_options",
     "add_score_parser",
+    "finite_float",
     "fraction",
     "output_report",
+    "plot_path",
     "positive_int",
+    "resample_count",
+    "seed",
 ]
+
+MAX_RESAMPLES = 1_000_000
+MAX_SEED = 2**32 - 1
+PLOT_SUFFIXES = (".png", ".svg", ".pdf")
 
 if TYPE_CHECKING:
     Subparsers: TypeAlias = argparse._SubParsersAction[argparse.ArgumentParser]
@@ -39,6 +48,51 @@ def positive_int(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
     return value
+
+
+def resample_count(text: str) -> int:
+    """An argparse type: resamples, 1..MAX_RESAMPLES (a billion would exhaust memory)."""
+    value = positive_int(text)
+    if value > MAX_RESAMPLES:
+        raise argparse.ArgumentTypeError(f"must be at most {MAX_RESAMPLES}, got {value}")
+    return value
+
+
+def seed(text: str) -> int:
+    """An argparse type: a random seed, 0..2^32-1 (numpy refuses negative seeds)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    if not 0 <= value <= MAX_SEED:
+        raise argparse.ArgumentTypeError(f"must be between 0 and {MAX_SEED}, got {value}")
+    return value
+
+
+def finite_float(text: str) -> float:
+    """An argparse type: a finite number (`inf` and `nan` are usage errors)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"expected a finite number, got {text!r}")
+    return value
+
+
+def plot_path(text: str) -> str:
+    """An argparse type: where --plot writes, a file ending in .png, .svg or .pdf.
+
+    matplotlib appends `.png` to a name without a suffix (`--plot /tmp` wrote `/tmp.png`),
+    so the suffix is required: the file written is the one named.
+    """
+    if text.endswith("/") or Path(text).is_dir():
+        raise argparse.ArgumentTypeError(f"{text!r} is a directory, expected a file name")
+    if Path(text).suffix.lower() not in PLOT_SUFFIXES:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: expected a file name ending in {', '.join(PLOT_SUFFIXES)}"
+        )
+    return text
 
 
 def fraction(text: str) -> float:
@@ -84,10 +138,13 @@ def _output_options(
 
 def _interval_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--seed", type=int, default=0, metavar="S", help="seed of the resampling (0)"
+        "--seed", type=seed, default=0, metavar="S", help="seed of the resampling (0)"
     )
     parser.add_argument(
-        "--resamples", type=positive_int, metavar="N", help="bootstrap / permutation resamples"
+        "--resamples",
+        type=resample_count,
+        metavar="N",
+        help=f"bootstrap / permutation resamples (at most {MAX_RESAMPLES})",
     )
     parser.add_argument(
         "--level", type=fraction, default=0.95, metavar="L", help="interval level (0.95)"
@@ -125,7 +182,12 @@ def add_report_options(parser: argparse.ArgumentParser, *, k_help: str, title_he
     _output_options(
         parser, FORMATS, "text (default), json (one 8-key object per k), json-full, markdown, html"
     )
-    parser.add_argument("--plot", metavar="PNG", help="also draw the pass^k / pass@k curve")
+    parser.add_argument(
+        "--plot",
+        type=plot_path,
+        metavar="PNG",
+        help="also draw the pass^k / pass@k curve (a .png, .svg or .pdf file)",
+    )
     parser.add_argument("--title", help=title_help)
     parser.add_argument("--no-intervals", action="store_true", help="skip the bootstrap intervals")
     _interval_options(parser)
@@ -239,9 +301,11 @@ def add_power_parser(subparsers: Subparsers) -> None:
     )
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--pilot", nargs="+", metavar="FILE", help="pilot trial files")
-    source.add_argument("--mean-rate", type=float, metavar="P", help="assumed mean pass rate")
+    source.add_argument(
+        "--mean-rate", type=finite_float, metavar="P", help="assumed mean pass rate"
+    )
     parser.add_argument(
-        "--diff", type=float, required=True, metavar="D", help="change to detect, e.g. 0.05"
+        "--diff", type=finite_float, required=True, metavar="D", help="change to detect, e.g. 0.05"
     )
     parser.add_argument("--alpha", type=fraction, default=0.05, help="significance (0.05)")
     parser.add_argument("--power", type=fraction, default=0.8, help="power (0.8)")
@@ -250,7 +314,7 @@ def add_power_parser(subparsers: Subparsers) -> None:
     )
     parser.add_argument(
         "--task-sd",
-        type=float,
+        type=finite_float,
         default=0.0,
         metavar="SD",
         help="how much the true change varies between tasks (0)",

@@ -32,6 +32,8 @@ from passhat.stats.summary import TaskTally
 __all__ = ["PowerPlan", "PowerRow", "power"]
 
 DEFAULT_TRIALS = (1, 2, 4, 8, 16, 32)
+# The smallest change planned for: 1e-300 divided by zero; 1e-4 already needs ~10^9 tasks.
+MIN_DIFF = 1e-4
 
 
 @dataclass(frozen=True)
@@ -113,16 +115,16 @@ def power(
         if not 0.0 <= mean_rate <= 1.0:
             raise ValueError(f"mean rate {mean_rate} must be between 0 and 1")
         mean, within = mean_rate, mean_rate * (1.0 - mean_rate)
-    if diff == 0.0 or not 0.0 <= mean + diff <= 1.0:
-        raise ValueError(
-            f"diff={diff} must be non-zero and keep the mean rate {mean:.3f} within [0, 1]"
-        )
+    if not math.isfinite(diff) or not 0.0 <= mean + diff <= 1.0:
+        raise ValueError(f"diff={diff} must keep the mean rate {mean:.3f} within [0, 1]")
+    if abs(diff) < MIN_DIFF:
+        raise ValueError(f"diff={diff} is too small: at least {MIN_DIFF} (or -{MIN_DIFF})")
     if not 0.0 < alpha < 1.0:
         raise ValueError(f"alpha={alpha} must be between 0 and 1")
     if not 0.0 < target_power < 1.0:
         raise ValueError(f"power={target_power} must be between 0 and 1")
-    if task_sd < 0.0:
-        raise ValueError(f"task_sd={task_sd} must not be negative")
+    if not 0.0 <= task_sd <= 1.0:  # NB: also NaN; a change in pass rate varies by at most 1
+        raise ValueError(f"task_sd={task_sd} must be between 0 and 1")
     counts = sorted(set(trials))
     if not counts or counts[0] < 1:
         raise ValueError("trial counts must be at least 1")
