@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from passhat.api.errors import InputError, UsageError
-from passhat.runner.grader import run_grader
+from passhat.runner.grader import GRADER_ERROR, run_grader
 from passhat.trials.outcomes import Outcome
 
 __all__ = ["Regrade", "TranscriptGrades", "find_transcripts", "regrade", "render_regrade"]
@@ -28,6 +28,8 @@ class TranscriptGrades:
 
     path: str
     outcomes: list[str] = field(default_factory=list)
+    # what the grader said when it broke (exit 127, timeout, ...): one per broken grading
+    grader_errors: list[str] = field(default_factory=list)
 
     @property
     def noisy(self) -> bool:
@@ -48,6 +50,11 @@ class Regrade:
         return [t for t in self.transcripts if t.noisy]
 
     @property
+    def infra_errors(self) -> int:
+        """Gradings that came out infra_error (the grader broke or exited 75)."""
+        return sum(t.outcomes.count("infra_error") for t in self.transcripts)
+
+    @property
     def noise_rate(self) -> float:
         """Noisy transcripts / transcripts graded (0.0 when none)."""
         return len(self.noisy) / len(self.transcripts) if self.transcripts else 0.0
@@ -61,7 +68,7 @@ class Regrade:
             "noisy": [
                 {"transcript": t.path, "outcomes": dict(_counts(t.outcomes))} for t in self.noisy
             ],
-            "infra_errors": sum(t.outcomes.count("infra_error") for t in self.transcripts),
+            "infra_errors": self.infra_errors,
         }
 
 
@@ -111,8 +118,16 @@ def regrade(
     for path in paths:
         grades = TranscriptGrades(os.path.relpath(path, directory))
         for _ in range(times):
-            grades.outcomes.append(run_grader(grader, path, timeout=timeout).outcome.value)
+            grade = run_grader(grader, path, timeout=timeout)
+            grades.outcomes.append(grade.outcome.value)
+            if grade.reason == GRADER_ERROR:
+                grades.grader_errors.append(grade.message)
         graded.append(grades)
+    gradings = len(graded) * times
+    broken = [message for t in graded for message in t.grader_errors]
+    if len(broken) == gradings:
+        # NB: else a grader that never ran (a typo) reads as "noise rate 0.000"
+        raise UsageError(f"--grader: the grader broke on all {gradings} gradings: {broken[0]}")
     return Regrade(times=times, transcripts=graded)
 
 
@@ -128,4 +143,11 @@ def render_regrade(result: Regrade, fmt: str) -> str:
     for t in result.noisy:
         counts = ", ".join(f"{name} {count}" for name, count in _counts(t.outcomes))
         lines.append(f"  noisy: {t.path} ({counts})")
+    if result.infra_errors:
+        gradings = len(result.transcripts) * result.times
+        line = f"grader infra errors: {result.infra_errors} of {gradings} gradings (not counted)"
+        broken = [m for t in result.transcripts for m in t.grader_errors]
+        if broken:
+            line += f"; e.g. {broken[0]}"
+        lines.append(line)
     return "\n".join(lines) + "\n"

@@ -87,7 +87,15 @@ def run_trial(
     echo = echo if echo is not None else sys.stdout.buffer
     try:
         with open(transcript, "wb") as log:
-            process = subprocess.Popen(agent, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+            try:
+                process = subprocess.Popen(agent, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+            except OSError as err:
+                # NB: else a typo in the agent command is a silent exit 75
+                print(
+                    f"passhat trial: cannot run the agent {agent[0]!r}: {err.strerror or err}",
+                    file=sys.stderr,
+                )
+                raise
             previous = {
                 sig: signal.signal(sig, lambda signum, _: process.send_signal(signum))
                 for sig in (signal.SIGTERM, signal.SIGINT)
@@ -100,6 +108,10 @@ def run_trial(
                 for sig, handler in previous.items():
                     signal.signal(sig, handler)
     except OSError as err:
+        if err.filename != agent[0]:  # NB: not the agent: the transcript file
+            print(
+                f"passhat trial: cannot write the transcript {transcript}: {err}", file=sys.stderr
+            )
         grade = Grade(Outcome.INFRA_ERROR, REPORTED, message=f"cannot run the agent: {err}")
         code = 127
     else:
