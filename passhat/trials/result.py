@@ -23,7 +23,8 @@ def parse_result(text: str | bytes | None) -> dict[str, Any] | None:
     """The result object when `text` is a valid result JSON, else None.
 
     Valid means: a JSON object whose `outcome` is "pass", "fail" or "infra_error";
-    `reason`, when present, a string; `score`, when present, a finite number or null.
+    `reason`, when present, a string; `score`, when present, a finite number (one a float
+    can hold: a JSON integer of hundreds of digits is not) or null.
     Other keys (e.g. `transcript`) are kept as they are.
     """
     if text is None:
@@ -40,7 +41,15 @@ def parse_result(text: str | bytes | None) -> dict[str, Any] | None:
         return None
     score = data.get("score")
     if score is not None and (
-        isinstance(score, bool) or not isinstance(score, int | float) or not math.isfinite(score)
+        isinstance(score, bool) or not isinstance(score, int | float) or not _finite(score)
     ):
         return None
     return data
+
+
+def _finite(number: int | float) -> bool:
+    # NB: an integer too large for a float (JSON allows any number of digits) is invalid
+    try:
+        return math.isfinite(number)
+    except OverflowError:
+        return False

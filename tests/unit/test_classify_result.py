@@ -38,6 +38,8 @@ def test_valid(text: str | bytes) -> None:
         '{"outcome": "pass", "score": "high"}',
         '{"outcome": "pass", "score": true}',
         '{"outcome": "pass", "score": NaN}',
+        '{"outcome": "pass", "score": ' + "9" * 400 + "}",
+        '{"outcome": "fail", "score": -' + "1" * 400 + "}",
         b"\xff\xfe",
         '{"outcome": "pass"',
         "Traceback (most recent call last):\n  ...",
