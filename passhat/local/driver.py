@@ -12,6 +12,8 @@ error (raised as PasshatError for the CLI), 130 interrupted (resumable).
 from __future__ import annotations
 
 import contextlib
+import errno
+import fcntl
 import os
 import shutil
 import signal
@@ -21,17 +23,18 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TextIO
 
-from passhat.api.errors import InputError, SpecError, UsageError
+from passhat.api.errors import InputError, PasshatError, SpecError, UsageError
 from passhat.api.load import load_eval, read_local_config_maps, resolve_tasks
 from passhat.api.spec import ConsistencyEval, Gate, template_safety_problems
 from passhat.local import cgroup
 from passhat.local.capacity import Capacity
 from passhat.local.executor import Executor
-from passhat.local.journal import Journal, read_numbered_journal
+from passhat.local.journal import Journal, JournalError, read_numbered_journal
 from passhat.local.plan import Plan, make_plan
 from passhat.local.progress import display_for
 from passhat.local.rundir import default_base, latest_run_dir, new_run_dir
-from passhat.local.sandbox import TranscriptError
+from passhat.local.sandbox import CONTAINER, TranscriptError
+from passhat.local.spawner import SpawnError
 from passhat.stats import KSummary, summarize_many, tally
 from passhat.trials.ledger import LedgerError, SlotLedger
 from passhat.trials.outcomes import Outcome, Verdict
@@ -45,6 +48,22 @@ EXIT_INTERRUPTED = 130
 JOURNAL = "trials.jsonl"
 SPEC_COPY = "spec.yaml"
 TRANSCRIPTS = "transcripts"
+LOCK = ".passhat.lock"
+# errno values of an exec that failed because of the command itself
+_EXEC_ERRORS = frozenset(
+    {
+        errno.ENOENT,
+        errno.EACCES,
+        errno.ENOEXEC,
+        errno.ENOTDIR,
+        errno.ELOOP,
+        errno.ENAMETOOLONG,
+        errno.ETXTBSY,
+        errno.EPERM,
+        errno.EISDIR,
+        errno.ELIBBAD,
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -72,8 +91,44 @@ def gate_passed(gate: Gate | None, summaries: Sequence[KSummary]) -> bool | None
     return summary.tasks_scored > 0 and value >= gate.min
 
 
-def _prepare_out(out: str, eval_path: str, evaluation: ConsistencyEval, resume: bool) -> None:
-    spec_copy = os.path.join(out, SPEC_COPY)
+def _lock(out: str) -> int:
+    """Lock the run directory for this process (an open fd; the lock goes with the process).
+
+    An exclusive, non-blocking `flock` on `out/.passhat.lock`: a second `passhat run` on
+    the same directory is refused instead of running every slot again, and a run that was
+    killed (even by SIGKILL) leaves no stale lock behind.
+    """
+    path = os.path.join(out, LOCK)
+    try:
+        os.makedirs(out, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    except OSError as err:
+        where = err.filename or out
+        raise InputError(
+            f"cannot write the run directory: {err.strerror or err}", path=str(where)
+        ) from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as err:
+        holder = b""
+        with contextlib.suppress(OSError):
+            holder = os.pread(fd, 32, 0).strip()
+        os.close(fd)
+        if err.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):
+            raise InputError(f"cannot lock: {err.strerror or err}", path=path) from None
+        pid = f" (pid {holder.decode()})" if holder.isdigit() else ""
+        raise UsageError(
+            f"{out}: another passhat run is using this run directory{pid}; wait for it to "
+            "end, or choose another --out"
+        ) from None
+    with contextlib.suppress(OSError):
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+    return fd
+
+
+def _prepare_out(out: str, eval_path: str, evaluation: ConsistencyEval, resume: bool) -> int:
+    """Check, lock and prepare the run directory; the lock's fd (close it when done)."""
     if os.path.exists(out) and not resume:
         try:
             empty = not os.listdir(out)
@@ -84,6 +139,17 @@ def _prepare_out(out: str, eval_path: str, evaluation: ConsistencyEval, resume: 
                 f"{out}: a run directory already exists there; pass --resume to continue "
                 "that run, or choose another --out"
             )
+    lock = _lock(out)
+    try:
+        _fill_out(out, eval_path, evaluation, resume)
+    except BaseException:
+        os.close(lock)
+        raise
+    return lock
+
+
+def _fill_out(out: str, eval_path: str, evaluation: ConsistencyEval, resume: bool) -> None:
+    spec_copy = os.path.join(out, SPEC_COPY)
     if resume and os.path.exists(spec_copy):
         before = load_eval(spec_copy)
         if _comparable(before) != _comparable(evaluation):
@@ -119,9 +185,16 @@ def _comparable(evaluation: ConsistencyEval) -> dict[str, Any]:
 
 
 def _rebuild_ledger(
-    plan: Plan, numbered: Sequence[tuple[int, dict[str, Any]]], journal_path: str
+    plan: Plan,
+    numbered: Sequence[tuple[int, dict[str, Any]]],
+    journal_path: str,
+    accepted: list[dict[str, Any]] | None = None,
 ) -> SlotLedger:
-    """The ledger of the journal's records; a record that does not fit names its file line."""
+    """The ledger of the journal's records; a record that does not fit names its file line.
+
+    The records the ledger took (not duplicates of an attempt already recorded) are
+    appended to `accepted`: the report counts those, never a duplicated line twice.
+    """
     ledger = SlotLedger(len(plan.task_ids), plan.trials)
     index = {task_id: i for i, task_id in enumerate(plan.task_ids)}
     for number, record in numbered:
@@ -133,11 +206,15 @@ def _rebuild_ledger(
             final = record.get("final")
             if not isinstance(final, bool):
                 final = plan.retry.is_final(verdict, int(record["attempt"]))
-            ledger.record(task, int(record["trial"]), int(record["attempt"]), verdict, final=final)
+            took = ledger.record(
+                task, int(record["trial"]), int(record["attempt"]), verdict, final=final
+            )
         except (LedgerError, ValueError, TypeError) as err:
             raise InputError(
                 f"does not belong to this eval: {err}", path=journal_path, line=number
             ) from None
+        if took and accepted is not None:
+            accepted.append(record)
     return ledger
 
 
@@ -219,18 +296,41 @@ def run(
         environ=environ,
         capacity=capacity,
     )
+    if options.metrics_textfile:
+        _check_metrics_textfile(options.metrics_textfile)
     out = _out_dir(options, plan.eval_name)
-    _prepare_out(out, eval_path, evaluation, options.resume)
+    lock = _prepare_out(out, eval_path, evaluation, options.resume)
+    try:
+        return _run_locked(options, evaluation, plan, capacity, out, stdout, stderr, environ)
+    finally:
+        os.close(lock)
+
+
+def _run_locked(
+    options: RunOptions,
+    evaluation: ConsistencyEval,
+    plan: Plan,
+    capacity: Capacity,
+    out: str,
+    stdout: TextIO,
+    stderr: TextIO,
+    environ: Mapping[str, str],
+) -> int:
+    eval_path = options.eval_path
     journal_path = os.path.join(out, JOURNAL)
     numbered = read_numbered_journal(journal_path, repair=True)
-    ledger = _rebuild_ledger(plan, numbered, journal_path)
-    records = [record for _, record in numbered]
+    # NB: the records the ledger took; a duplicated journal line is never counted twice
+    records: list[dict[str, Any]] = []
+    ledger = _rebuild_ledger(plan, numbered, journal_path, records)
     for problem in template_safety_problems(evaluation.spec.trial.template):
         stderr.write(
             f"passhat: warning: {eval_path}: {problem} (the operator refuses this without "
             "--allow-privileged-trials; ignored locally)\n"
         )
-    journal = Journal(journal_path)
+    try:
+        journal = Journal(journal_path)
+    except OSError as err:
+        raise InputError(f"cannot write: {err.strerror or err}", path=journal_path) from None
     pool = _pool(plan, stderr)
     display = display_for(stderr, plan.eval_name, quiet=options.quiet)
     executor = Executor(
@@ -242,22 +342,16 @@ def run(
         pool=pool,
         on_record=records.append,
         on_progress=display,
-        fresh_transcripts=not records,
+        fresh_transcripts=not numbered,
     )
     try:
         finished = _execute(executor)
-    except TranscriptError as err:
-        raise InputError(
-            f"cannot write the transcript: {err.strerror or err}", path=str(err.filename)
-        ) from None
-    except OSError as err:
-        raise SpecError(
-            f"cannot start the trial: {err.strerror or err}",
-            field="spec.trial.template.spec.containers[0].command",
-            path=eval_path,
-        ) from None
-    finally:
         journal.close()
+    except (OSError, SpawnError) as err:
+        raise _execution_error(err, plan, eval_path, out) from None
+    finally:
+        with contextlib.suppress(OSError):
+            journal.close()
         if pool is not None:
             pool.close()
         if display is not None:
@@ -266,21 +360,25 @@ def run(
     ks = evaluation.spec.report_ks
     summaries = summarize_many(tallies, ks)
     passed = gate_passed(evaluation.spec.gate, summaries) if finished else None
-    if options.metrics_textfile:
-        from passhat.metrics import write_textfile
 
-        write_textfile(
-            options.metrics_textfile,
-            eval_name=plan.eval_name,
-            summaries=summaries,
-            trials=records,
-            gate_passed=passed,
-        )
+    def write_metrics() -> None:
+        if options.metrics_textfile:
+            from passhat.metrics import write_textfile
+
+            write_textfile(
+                options.metrics_textfile,
+                eval_name=plan.eval_name,
+                summaries=summaries,
+                trials=records,
+                gate_passed=passed,
+            )
+
     if not finished:
         stderr.write(
             f"passhat: interrupted with {ledger.done}/{ledger.slots} trial slots done; "
             f"continue with: passhat run {eval_path} --out {out} --resume\n"
         )
+        write_metrics()
         return EXIT_INTERRUPTED
     from passhat.report import render
 
@@ -296,7 +394,66 @@ def run(
         )
     stdout.flush()
     stderr.write(f"passhat: run directory: {out}\n")
+    # NB: after the report: a metrics file that cannot be written (checked up front, but
+    # the disk may fill meanwhile) must not cost the user the report of a finished run
+    write_metrics()
     return EXIT_OK if passed is not False else EXIT_GATE_FAILED
+
+
+def _check_metrics_textfile(path: str) -> None:
+    """UsageError, before any trial runs, when `--metrics-textfile` cannot be written."""
+    target = os.path.abspath(path)
+    directory = os.path.dirname(target)
+    problem = None
+    if os.path.isdir(target):
+        problem = "is a directory"
+    elif not os.path.isdir(directory):
+        problem = f"its directory {directory} does not exist"
+    elif not os.access(directory, os.W_OK | os.X_OK):
+        problem = f"its directory {directory} is not writable"
+    if problem is not None:
+        raise UsageError(f"--metrics-textfile {path}: {problem}")
+
+
+def _execution_error(
+    err: OSError | SpawnError, plan: Plan, eval_path: str, out: str
+) -> PasshatError:
+    """The one-line error for what stopped the run (the journal holds what had finished)."""
+    if isinstance(err, JournalError):
+        return InputError(
+            f"cannot write the journal: {err.strerror or err} (the trials recorded so far "
+            "are kept; continue with --resume)",
+            path=str(err.filename or os.path.join(out, JOURNAL)),
+        )
+    cause: BaseException = err.cause if isinstance(err, SpawnError) else err
+    if isinstance(cause, TranscriptError):
+        return InputError(
+            f"cannot write the transcript: {cause.strerror or cause}", path=str(cause.filename)
+        )
+    if (
+        isinstance(err, SpawnError)
+        and isinstance(cause, OSError)
+        and cause.errno in _EXEC_ERRORS
+        and cause.filename in (plan.executable, "/bin/sh")
+    ):
+        return SpecError(
+            f"cannot start the trial: {cause.strerror or cause}",
+            field=f"{CONTAINER}.command",
+            path=eval_path,
+        )
+    if isinstance(cause, OSError) and cause.errno == errno.E2BIG:
+        detail = "its arguments and environment are too large for exec (E2BIG)"
+    elif isinstance(cause, OSError):
+        detail = cause.strerror or str(cause)
+        if cause.filename:
+            detail = f"{cause.filename}: {detail}"
+    else:
+        detail = f"{type(cause).__name__}: {cause}"
+    what = "cannot start a trial" if isinstance(err, SpawnError) else "cannot run the trials"
+    return PasshatError(
+        f"{what}: {detail} (the trials recorded so far are kept; continue with "
+        f"passhat run {eval_path} --out {out} --resume)"
+    )
 
 
 def _color(stream: TextIO, environ: Mapping[str, str]) -> bool:

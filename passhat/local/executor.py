@@ -38,27 +38,46 @@ from passhat.local.cgroup import Pool, Slot
 from passhat.local.journal import Journal
 from passhat.local.plan import Plan
 from passhat.local.sandbox import Scratch, expand
-from passhat.local.spawner import Spawner, SpawnRequest
+from passhat.local.spawner import Spawner, SpawnError, SpawnRequest
 from passhat.trials.classify import classify_exit, normalize_exit_code
 from passhat.trials.ledger import SlotLedger
 from passhat.trials.outcomes import Outcome, Verdict
 from passhat.trials.result import MAX_RESULT_BYTES, parse_result
 
-__all__ = ["KILL_GRACE", "SPAWN_THREADS", "Attempt", "Executor", "Progress", "transcript_name"]
+__all__ = [
+    "KILL_GRACE",
+    "MAX_SLEEP",
+    "NAME_MAX",
+    "SPAWN_THREADS",
+    "Attempt",
+    "Executor",
+    "Progress",
+    "transcript_name",
+]
 
 # Seconds between SIGTERM and SIGKILL of a timed-out attempt's process group.
 KILL_GRACE = 2.0
 # Threads that start attempts (their start-up waits overlap; see passhat.local.spawner).
 SPAWN_THREADS = 4
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
+# The longest transcript directory name (file systems allow 255 bytes).
+NAME_MAX = 200
+# The longest sleep of the loop, in seconds: it wakes and sleeps again (epoll's limit is
+# about 24.8 days, and a deadline may lie years ahead).
+MAX_SLEEP = 3600.0
 
 
 def transcript_name(task_id: str) -> str:
-    """A directory name for a task's transcripts (ids may hold `/` and worse)."""
+    """A directory name for a task's transcripts (ids may hold `/` and worse).
+
+    An id of at most NAME_MAX safe characters is its own name; any other id gets a hash of
+    itself appended (after truncation, so two long ids sharing a prefix never share one).
+    """
     safe = _UNSAFE.sub("_", task_id).lstrip(".") or "_"
-    if safe != task_id:
-        safe += "-" + hashlib.sha1(task_id.encode()).hexdigest()[:8]
-    return safe[:200]
+    if safe == task_id and len(safe) <= NAME_MAX:
+        return safe
+    digest = hashlib.sha1(task_id.encode()).hexdigest()[:8]
+    return safe[: NAME_MAX - len(digest) - 1] + "-" + digest
 
 
 @dataclass
@@ -197,7 +216,7 @@ class Executor:
                         os.read(self._wake_r, 4096)
                     for request in self._spawner.failures():
                         self._forget(request.tag)
-                        raise request.error or OSError("the trial did not start")
+                        raise SpawnError(request.error or OSError("the trial did not start"))
                     continue
                 attempt = self._fds.pop(fd)
                 retry_at = self._finish(attempt)
@@ -217,7 +236,7 @@ class Executor:
             due.append(time.monotonic() + 1.0)
         if not due:
             return None
-        return max(0.0, min(due) - time.monotonic())
+        return min(MAX_SLEEP, max(0.0, min(due) - time.monotonic()))
 
     def _start(self, task: int, trial: int) -> None:
         plan, scratch, spawner = self.plan, self._scratch, self._spawner
@@ -271,7 +290,14 @@ class Executor:
         assert request.process is not None
         attempt.process = request.process
         attempt.pid = request.process.pid
-        attempt.pidfd = os.pidfd_open(attempt.pid)
+        try:
+            attempt.pidfd = os.pidfd_open(attempt.pid)
+        except BaseException:
+            # NB: the loop never learns of this process: end it here (a failed spawn)
+            with contextlib.suppress(OSError):
+                os.killpg(attempt.pid, signal.SIGKILL)
+            request.process.wait()
+            raise
         self._by_pid[attempt.pid] = attempt
         self._fds[attempt.pidfd] = attempt
         # NB: registered last: the loop may handle the attempt's end right away. One-shot:
@@ -314,8 +340,11 @@ class Executor:
         # NB: no unregister: a fired one-shot registration reports nothing more, and
         # closing the last copy of the pidfd removes it (an attempt killed before its end
         # was reported is only reaped once no spawn is in flight: see _kill_all)
-        self._fds.pop(attempt.pidfd, None)
-        os.close(attempt.pidfd)
+        if attempt.pidfd >= 0:
+            self._fds.pop(attempt.pidfd, None)
+            # NB: at most once: the number may already belong to another file
+            pidfd, attempt.pidfd = attempt.pidfd, -1
+            os.close(pidfd)
         if attempt.process is None:
             return None
         return normalize_exit_code(attempt.process.wait())

@@ -23,7 +23,14 @@ from typing import Any
 
 from passhat.api.errors import InputError
 
-__all__ = ["FIELDS", "SYNC_INTERVAL", "Journal", "read_journal", "read_numbered_journal"]
+__all__ = [
+    "FIELDS",
+    "SYNC_INTERVAL",
+    "Journal",
+    "JournalError",
+    "read_journal",
+    "read_numbered_journal",
+]
 
 FIELDS = ("task_id", "trial", "attempt", "outcome", "reason", "exit_code", "duration_s", "final")
 SYNC_INTERVAL = 0.05
@@ -82,12 +89,21 @@ def _parse(line: bytes) -> dict[str, Any] | None:
     return record
 
 
+class JournalError(OSError):
+    """The journal could not be written or synced (e.g. the disk is full); names the file."""
+
+
 class Journal:
-    """Appends records to `trials.jsonl`; a background thread syncs them in group commits."""
+    """Appends records to `trials.jsonl`; a background thread syncs them in group commits.
+
+    A failed write or sync raises JournalError (from `append`, or from `close` for a sync
+    the background thread could not do).
+    """
 
     def __init__(self, path: str) -> None:
         self.path = path
         self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        self._sync_error: OSError | None = None
         self._dirty = threading.Event()
         self._closing = threading.Event()
         self._syncer = threading.Thread(target=self._sync_loop, name="passhat-fsync", daemon=True)
@@ -97,9 +113,12 @@ class Journal:
         """Write one record now (one `write` call); it reaches the disk within SYNC_INTERVAL."""
         line = json.dumps({key: record[key] for key in FIELDS})
         data = (line + "\n").encode()
-        written = os.write(self._fd, data)
-        while written < len(data):
-            written += os.write(self._fd, data[written:])
+        try:
+            written = os.write(self._fd, data)
+            while written < len(data):
+                written += os.write(self._fd, data[written:])
+        except OSError as err:
+            raise JournalError(err.errno, err.strerror, self.path) from None
         self._dirty.set()
 
     def _sync_loop(self) -> None:
@@ -108,7 +127,12 @@ class Journal:
             if self._closing.is_set():
                 return
             self._dirty.clear()
-            os.fsync(self._fd)
+            try:
+                os.fsync(self._fd)
+            except OSError as err:
+                # NB: reported by close(), which syncs again
+                self._sync_error = err
+                return
             # NB: lines appended meanwhile wait for the next group commit; close() cuts the
             # wait short (it syncs them itself), so a run never ends waiting for this timer
             if self._closing.wait(SYNC_INTERVAL):
@@ -121,6 +145,12 @@ class Journal:
         self._closing.set()
         self._dirty.set()
         self._syncer.join()
-        os.fsync(self._fd)
-        os.close(self._fd)
-        self._fd = -1
+        fd, self._fd = self._fd, -1
+        try:
+            os.fsync(fd)
+            if self._sync_error is not None:
+                raise self._sync_error
+        except OSError as err:
+            raise JournalError(err.errno, err.strerror, self.path) from None
+        finally:
+            os.close(fd)

@@ -13,13 +13,22 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from passhat.api.errors import SpecError
 from passhat.api.spec import ConsistencyEval, Grading, Task
 from passhat.local.capacity import Capacity, Resources, container_resources
-from passhat.local.sandbox import base_env, container_command, container_env
+from passhat.local.sandbox import (
+    base_env,
+    container_command,
+    container_env,
+    exec_string_problem,
+)
 from passhat.trials.classify import TimeoutIs
 from passhat.trials.retry import RetryPlan
 
-__all__ = ["Plan", "make_plan"]
+__all__ = ["MAX_TIMEOUT_SECONDS", "Plan", "make_plan"]
+
+# A longer timeoutSeconds is this one (ten years; a float holds any deadline up to it).
+MAX_TIMEOUT_SECONDS = 10 * 365 * 86400
 
 
 @dataclass(frozen=True)
@@ -69,20 +78,34 @@ def make_plan(
     executable, argv = container_command(
         container, path=env.get("PATH", os.defpath), eval_dir=eval_dir, source=source
     )
+    params = [json.dumps(task.params, separators=(",", ":")) for task in tasks]
+    for index, task in enumerate(tasks):
+        for name, text, what in (
+            ("PASSHAT_TASK_ID", task.id, "id"),
+            ("PASSHAT_TASK", params[index], "params"),
+        ):
+            problem = exec_string_problem(text, prefix=name + "=")
+            if problem is not None:
+                raise SpecError(
+                    f"{problem} (a trial sees it as ${name})",
+                    field=f"spec.tasks[{index}].{what}",
+                    path=source,
+                )
     requests, limits = container_resources(container)
     if capacity is not None:
         capacity.check(requests, source=source)
     return Plan(
         eval_name=evaluation.metadata.name,
         task_ids=[task.id for task in tasks],
-        task_params=[json.dumps(task.params, separators=(",", ":")) for task in tasks],
+        task_params=params,
         trials=spec.trials,
         executable=executable,
         argv=argv,
         env=env,
         requests=requests,
         limits=limits,
-        timeout_seconds=float(spec.trial.timeout_seconds),
+        # NB: clamped before the float: an integer of hundreds of digits overflows one
+        timeout_seconds=float(min(spec.trial.timeout_seconds, MAX_TIMEOUT_SECONDS)),
         timeout_is=spec.trial.timeout_is,
         grading=spec.grading,
         retry=RetryPlan.from_policy(spec.retry),

@@ -30,11 +30,13 @@ from passhat.api.errors import SpecError
 
 __all__ = [
     "CALLER_VARS",
+    "MAX_ARG_STRLEN",
     "Scratch",
     "TranscriptError",
     "base_env",
     "container_command",
     "container_env",
+    "exec_string_problem",
     "expand",
     "open_transcript",
     "spawn",
@@ -44,6 +46,10 @@ CALLER_VARS = ("PATH", "LANG", "LANGUAGE", "TZ", "TERM")
 CONTAINER = "spec.trial.template.spec.containers[0]"
 # The v2 cgroup wrapper: join the cgroup whose cgroup.procs is $0, then become the trial.
 WRAPPER = 'echo $$ > "$0" || exit 125; exec "$@"'
+
+# Linux's limit on one argument or one NAME=value environment string, its NUL included
+# (MAX_ARG_STRLEN: exec fails with E2BIG above it).
+MAX_ARG_STRLEN = 32 * 4096
 
 _VAR = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)")
 
@@ -70,6 +76,19 @@ def expand(text: str, env: Mapping[str, str]) -> str:
     return _VAR.sub(replace, text)
 
 
+def exec_string_problem(text: str, *, prefix: str = "") -> str | None:
+    """Why `prefix + text` cannot be an argument or environment string of exec, if it cannot."""
+    if "\0" in text:
+        return "must not contain a NUL character"
+    size = len(prefix.encode()) + len(text.encode("utf-8", "surrogateescape")) + 1
+    if size > MAX_ARG_STRLEN:
+        return (
+            f"is {size} bytes; Linux allows at most {MAX_ARG_STRLEN} bytes (128 KiB) for one "
+            "argument or environment variable"
+        )
+    return None
+
+
 def container_env(container: Mapping[str, Any], *, source: str | None) -> dict[str, str]:
     """The container's `env` as a dict; `valueFrom` / `envFrom` need a cluster (SpecError)."""
     if container.get("envFrom"):
@@ -92,10 +111,20 @@ def container_env(container: Mapping[str, Any], *, source: str | None) -> dict[s
                 field=f"{at}.valueFrom",
                 path=source,
             )
+        name = entry["name"]
+        if "=" in name or "\0" in name or not name:
+            raise SpecError(
+                "an environment variable name must be non-empty, without '=' or NUL",
+                field=f"{at}.name",
+                path=source,
+            )
         value = entry.get("value", "")
         if not isinstance(value, str | int | float) or isinstance(value, bool):
             raise SpecError("must be a string", field=f"{at}.value", path=source)
-        env[entry["name"]] = expand(str(value), env)
+        env[name] = expand(str(value), env)
+        problem = exec_string_problem(env[name], prefix=name + "=")
+        if problem is not None:
+            raise SpecError(problem, field=f"{at}.value", path=source)
     return env
 
 
@@ -118,6 +147,11 @@ def container_command(
         if not isinstance(value, list) or not all(isinstance(v, str | int | float) for v in value):
             raise SpecError("must be a list of strings", field=f"{CONTAINER}.{name}", path=source)
     argv = [str(v) for v in [*command, *args]]
+    for index, arg in enumerate(argv):
+        problem = exec_string_problem(arg)
+        if problem is not None:
+            at = f"command[{index}]" if index < len(command) else f"args[{index - len(command)}]"
+            raise SpecError(problem, field=f"{CONTAINER}.{at}", path=source)
     program = argv[0]
     if "/" in program:
         executable = os.path.normpath(os.path.join(eval_dir, program))

@@ -25,7 +25,15 @@ from typing import Any
 from passhat.local.cgroup import Pool, Slot
 from passhat.local.sandbox import open_transcript, spawn
 
-__all__ = ["SpawnRequest", "Spawner"]
+__all__ = ["SpawnError", "SpawnRequest", "Spawner"]
+
+
+class SpawnError(Exception):
+    """An attempt could not be started; `cause` is why (an OSError, or anything else)."""
+
+    def __init__(self, cause: BaseException) -> None:
+        super().__init__(str(cause) or type(cause).__name__)
+        self.cause = cause
 
 
 @dataclass
@@ -40,7 +48,7 @@ class SpawnRequest:
     cgroup: Slot | None
     tag: Any = None
     process: subprocess.Popen[bytes] | None = None
-    error: OSError | None = field(default=None)
+    error: BaseException | None = field(default=None)
 
 
 class Spawner:
@@ -48,7 +56,7 @@ class Spawner:
 
     `on_started(request)` runs on the spawner thread right after a spawn (so the loop need
     not be woken for it); a failed spawn is kept for `failures()` and `on_failed()` is
-    called to wake the loop.
+    called to wake the loop. Whatever a spawn raises (not only OSError) is such a failure.
     """
 
     def __init__(
@@ -108,7 +116,9 @@ class Spawner:
             try:
                 request.process = self._spawn(request)
                 self._on_started(request)
-            except OSError as err:
+            except BaseException as err:
+                # NB: any failure is a failed spawn: a dead thread would leave the loop
+                # waiting for an attempt that never starts
                 request.error = err
                 self._failed.put(request)
                 self._on_failed()
