@@ -126,7 +126,14 @@ def _structural(node: Any, defs: dict[str, Any]) -> Any:
         if key in node:
             raise ValueError(f"{key} has no structural-schema equivalent: {node}")
     out: dict[str, Any] = {}
+    typed_map = isinstance(node.get("additionalProperties"), dict) and bool(
+        node["additionalProperties"]
+    )
     for key, value in node.items():
+        if key == "additionalProperties" and typed_map:
+            # NB: a map of typed values (CEL rules can range over its keys).
+            out[key] = _structural(value, defs)
+            continue
         if key in _DROP or (key == "default" and value is None):
             continue
         if key == "const":
@@ -135,8 +142,9 @@ def _structural(node: Any, defs: dict[str, Any]) -> Any:
             out[key] = {name: _structural(prop, defs) for name, prop in value.items()}
         else:
             out[key] = _structural(value, defs)
-    if node.get("additionalProperties") is True or (
-        node.get("type") == "object" and "properties" not in node
+    if not typed_map and (
+        node.get("additionalProperties") is True
+        or (node.get("type") == "object" and "properties" not in node)
     ):
         out["x-kubernetes-preserve-unknown-fields"] = True
     if "const" in node and "type" not in out:

@@ -27,13 +27,18 @@ def nodes(schema: dict[str, Any], path: str = "") -> Iterator[tuple[str, dict[st
 
 
 def test_schema_is_structural() -> None:
-    """Every node has a type, no refs/unions/additionalProperties remain."""
+    """Every node has a type, no refs/unions remain; an object without properties is
+    either free-form (preserve-unknown-fields) or a map of typed values (what CEL rules
+    can range over), never both."""
     root = version()["schema"]["openAPIV3Schema"]
     for path, node in nodes(root):
         assert "type" in node, path
-        for banned in ("$ref", "anyOf", "oneOf", "allOf", "additionalProperties", "title"):
+        for banned in ("$ref", "anyOf", "oneOf", "allOf", "title"):
             assert banned not in node, (path, banned)
-        if node["type"] == "object" and "properties" not in node and path != ".metadata":
+        if "additionalProperties" in node:
+            assert node["additionalProperties"].get("type"), path
+            assert "x-kubernetes-preserve-unknown-fields" not in node, path
+        elif node["type"] == "object" and "properties" not in node and path != ".metadata":
             assert node.get("x-kubernetes-preserve-unknown-fields") is True, path
 
 
