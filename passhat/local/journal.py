@@ -61,6 +61,9 @@ def read_numbered_journal(path: str, *, repair: bool = False) -> list[tuple[int,
     torn = bool(tail)
     for number, line in enumerate(complete, start=1):
         record = _parse(line) if line.strip() else {}
+        problem = _type_problem(record) if record else None
+        if problem is not None:  # NB: a whole JSON object, not a torn write
+            raise InputError(f"not a trial record: {problem}", path=path, line=number)
         if record is None:
             if number < len(complete) or torn:
                 raise InputError(
@@ -77,6 +80,18 @@ def read_numbered_journal(path: str, *, repair: bool = False) -> list[tuple[int,
         with open(path, "r+b") as handle:
             handle.truncate(good_end)
     return records
+
+
+def _type_problem(record: Mapping[str, Any]) -> str | None:
+    """Why the record's fields do not have their types (`"trial": 1.7`, `"task_id": ["b"]`)."""
+    for key in ("task_id", "outcome", "reason"):
+        if not isinstance(record[key], str):
+            return f"{key} must be a string, got {json.dumps(record[key])[:60]}"
+    for key in ("trial", "attempt"):
+        value = record[key]
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            return f"{key} must be a non-negative integer, got {json.dumps(value)[:60]}"
+    return None
 
 
 def _parse(line: bytes) -> dict[str, Any] | None:
