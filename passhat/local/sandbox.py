@@ -227,7 +227,11 @@ def _remove_tree(path: str) -> None:
             os.chmod(os.path.dirname(target), 0o700)
             os.chmod(target, 0o700)
         with contextlib.suppress(OSError):
-            function(target)
+            if function is os.open:
+                # NB: rmtree could not open a directory: retry it whole (os.open needs flags)
+                shutil.rmtree(target, ignore_errors=True)
+            else:
+                function(target)
 
     with contextlib.suppress(OSError):
         os.chmod(path, 0o700)
