@@ -125,8 +125,12 @@ def _settings(settings: kopf.OperatorSettings, **_: Any) -> None:
     """kopf stores its state in passhat.dev annotations, never in status."""
     settings.persistence.finalizer = EVAL_FINALIZER
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=GROUP)
+    # NB: an empty diff base ("{}"). By default kopf copies the spec, labels and annotations
+    # into this annotation, and annotations are capped at 256 KiB in total: an eval with a
+    # bigger spec (up to 10,000 tasks) could be patched by kopf never again, nor deleted
+    # (kopf's finalizer stayed). passhat has no create/update/field handlers to diff for.
     settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
-        prefix=GROUP, key="last-handled-configuration"
+        prefix=GROUP, key="last-handled-configuration", ignored_fields=["spec", "metadata"]
     )
     # Handler successes are not worth an API write each; our own Events say what matters.
     settings.posting.level = logging.WARNING
