@@ -57,6 +57,26 @@ def test_jsonl_extra_keys_blank_lines_and_local_trials_records(tmp_path: Path) -
     ]
 
 
+def test_jsonl_counts_a_repeated_attempt_once(tmp_path: Path) -> None:
+    """A copied trials.jsonl line (same task, trial, attempt) is one attempt, as in the
+    ledger of `passhat run`; lines without an attempt number are all kept."""
+    lines = [
+        {"task_id": "t", "trial": 0, "attempt": 0, "outcome": "pass"},
+        {"task_id": "t", "trial": 0, "attempt": 0, "outcome": "pass"},
+        {"task_id": "t", "trial": 1, "attempt": 0, "outcome": "fail"},
+        {"task_id": "u", "outcome": "pass"},
+        {"task_id": "u", "outcome": "pass"},
+    ]
+    text = "".join(json.dumps(line) + "\n" for line in lines)
+    rows = read_trials(_write(tmp_path, "trials.jsonl", text))
+    assert [(r.task_id, r.trial, r.line) for r in rows] == [
+        ("t", 0, 1),
+        ("t", 1, 3),
+        ("u", None, 4),
+        ("u", None, 5),
+    ]
+
+
 def test_csv_with_extra_columns_and_non_adjacent_rows(tmp_path: Path) -> None:
     """A CSV header with task_id and outcome in any position; rows of a task need not touch."""
     text = 'model,outcome,task_id,trial\nx,pass,a,0\nx,fail,"b, quoted",0\n\nx, pass ,a,1\n'

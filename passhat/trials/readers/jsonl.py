@@ -3,6 +3,8 @@
 This is passhat's own format (the local executor's `trials.jsonl`) and the easiest export
 from any harness. Extra keys (trial, attempt, reason, duration_s, final, ...) are allowed
 and ignored, except `trial`, which is kept when it is an integer. Blank lines are skipped.
+A line repeating the `task_id`, `trial` and `attempt` (integers) of an earlier line is the
+same attempt twice (a copied line): it counts once, as in the ledger of `passhat run`.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ def row_from_object(obj: Any, *, path: str, line: int | None, where: str = "") -
 def parse_jsonl(text: str, *, path: str) -> list[TrialRow]:
     """Every non-blank line of `text` as a TrialRow; InputError with the line number if bad."""
     rows = []
+    attempts: set[tuple[str, int, int]] = set()
     for number, raw in enumerate(text.splitlines(), start=1):
         if not raw.strip():
             continue
@@ -52,5 +55,12 @@ def parse_jsonl(text: str, *, path: str) -> list[TrialRow]:
             raise InputError(TOO_MANY_DIGITS, path=path, line=number) from None
         except RecursionError:
             raise InputError("bad JSON: nested too deeply", path=path, line=number) from None
-        rows.append(row_from_object(obj, path=path, line=number))
+        row = row_from_object(obj, path=path, line=number)
+        attempt = obj.get("attempt")
+        if row.trial is not None and isinstance(attempt, int) and not isinstance(attempt, bool):
+            key = (row.task_id, row.trial, attempt)
+            if key in attempts:
+                continue
+            attempts.add(key)
+        rows.append(row)
     return rows
