@@ -34,6 +34,7 @@ __all__ = [
     "load_eval",
     "parse_eval",
     "parse_spec",
+    "read_eval_text",
     "read_local_config_maps",
     "resolve_tasks",
 ]
@@ -49,6 +50,12 @@ def load_eval(path: str | FilePath) -> ConsistencyEval:
     Raises InputError when the file cannot be read, SpecError (with file, line and field)
     when it is not a valid ConsistencyEval.
     """
+    return parse_eval(read_eval_text(path), str(path))
+
+
+def read_eval_text(path: str | FilePath) -> str:
+    """The text of the eval file at `path` (read once: it may be a pipe); InputError when
+    it cannot be read."""
     source = str(path)
     try:
         text = FilePath(path).read_text(encoding="utf-8")
@@ -60,7 +67,7 @@ def load_eval(path: str | FilePath) -> ConsistencyEval:
         raise InputError("is not UTF-8 text", path=source) from None
     except OSError as err:
         raise InputError(f"cannot read: {err.strerror or err}", path=source) from None
-    return parse_eval(text, source)
+    return text
 
 
 def parse_eval(text: str, source: str = "<eval>") -> ConsistencyEval:

@@ -15,7 +15,6 @@ import contextlib
 import errno
 import fcntl
 import os
-import shutil
 import signal
 import sys
 import threading
@@ -24,7 +23,13 @@ from dataclasses import dataclass
 from typing import Any, TextIO
 
 from passhat.api.errors import InputError, PasshatError, SpecError, UsageError
-from passhat.api.load import load_eval, read_local_config_maps, resolve_tasks
+from passhat.api.load import (
+    load_eval,
+    parse_eval,
+    read_eval_text,
+    read_local_config_maps,
+    resolve_tasks,
+)
 from passhat.api.spec import ConsistencyEval, Gate, template_safety_problems
 from passhat.local import cgroup
 from passhat.local.capacity import Capacity
@@ -127,11 +132,13 @@ def _lock(out: str) -> int:
     return fd
 
 
-def _prepare_out(out: str, eval_path: str, evaluation: ConsistencyEval, resume: bool) -> int:
+def _prepare_out(
+    out: str, eval_path: str, eval_text: str, evaluation: ConsistencyEval, resume: bool
+) -> int:
     """Check, lock and prepare the run directory; the lock's fd (close it when done)."""
     if os.path.exists(out) and not resume:
         try:
-            empty = not os.listdir(out)
+            empty = not os.listdir(out) or _nothing_recorded(out)
         except OSError as err:
             raise InputError(f"cannot read the run directory: {err.strerror}", path=out) from None
         if not empty:
@@ -141,14 +148,28 @@ def _prepare_out(out: str, eval_path: str, evaluation: ConsistencyEval, resume: 
             )
     lock = _lock(out)
     try:
-        _fill_out(out, eval_path, evaluation, resume)
+        _fill_out(out, eval_path, eval_text, evaluation, resume)
     except BaseException:
         os.close(lock)
         raise
     return lock
 
 
-def _fill_out(out: str, eval_path: str, evaluation: ConsistencyEval, resume: bool) -> None:
+def _nothing_recorded(out: str) -> bool:
+    """Whether `out` is a run directory in which nothing was recorded (a start that failed
+    right after preparing it): starting afresh there loses nothing."""
+    names = set(os.listdir(out))
+    if not names <= {SPEC_COPY, JOURNAL, TRANSCRIPTS, LOCK}:
+        return False
+    journal, transcripts = os.path.join(out, JOURNAL), os.path.join(out, TRANSCRIPTS)
+    if os.path.exists(journal) and os.path.getsize(journal) > 0:
+        return False
+    return not os.path.isdir(transcripts) or not os.listdir(transcripts)
+
+
+def _fill_out(
+    out: str, eval_path: str, eval_text: str, evaluation: ConsistencyEval, resume: bool
+) -> None:
     spec_copy = os.path.join(out, SPEC_COPY)
     if resume and os.path.exists(spec_copy):
         before = load_eval(spec_copy)
@@ -159,8 +180,9 @@ def _fill_out(out: str, eval_path: str, evaluation: ConsistencyEval, resume: boo
             )
     try:
         os.makedirs(os.path.join(out, TRANSCRIPTS), exist_ok=True)
-        if not os.path.exists(spec_copy):
-            shutil.copyfile(eval_path, spec_copy)
+        if not resume or not os.path.exists(spec_copy):
+            with open(spec_copy, "w", encoding="utf-8") as copy:
+                copy.write(eval_text)
         with open(os.path.join(out, JOURNAL), "ab"):
             pass
     except OSError as err:
@@ -285,7 +307,9 @@ def run(
     stdout = stdout if stdout is not None else sys.stdout
     stderr = stderr if stderr is not None else sys.stderr
     eval_path = options.eval_path
-    evaluation = load_eval(eval_path)
+    # NB: read once and kept: the eval may come from a pipe (`passhat run <(...)`).
+    eval_text = read_eval_text(eval_path)
+    evaluation = parse_eval(eval_text, eval_path)
     tasks = _tasks(evaluation, eval_path)
     capacity = Capacity.of_machine()
     plan = make_plan(
@@ -299,7 +323,7 @@ def run(
     if options.metrics_textfile:
         _check_metrics_textfile(options.metrics_textfile)
     out = _out_dir(options, plan.eval_name)
-    lock = _prepare_out(out, eval_path, evaluation, options.resume)
+    lock = _prepare_out(out, eval_path, eval_text, evaluation, options.resume)
     try:
         return _run_locked(options, evaluation, plan, capacity, out, stdout, stderr, environ)
     finally:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
-from tests.local.local_helpers import eval_doc, passhat, write_eval
+from tests.local.local_helpers import PASSHAT, TIMEOUT, eval_doc, passhat, write_eval
 
 
 def _with(change: str) -> dict[str, Any]:
@@ -104,3 +106,33 @@ def test_transcript_that_cannot_be_written_exits_2(tmp_path: Path) -> None:
     assert proc.returncode == 2, proc.stderr
     assert "cannot write the transcript" in proc.stderr and "transcripts/a/0-0.log" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_eval_from_a_pipe_runs_and_is_kept(tmp_path: Path) -> None:
+    """`passhat run /dev/stdin` (or `<(...)`): the text is read once, run and copied."""
+    text = yaml.safe_dump(eval_doc("exit 0", tasks=["a"], trials=2), sort_keys=False)
+    out = tmp_path / "out"
+    proc = subprocess.run(
+        [*PASSHAT, "run", "/dev/stdin", "--out", str(out), "--format", "json"],
+        input=text,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert (out / "spec.yaml").read_text() == text
+    assert len((out / "trials.jsonl").read_text().splitlines()) == 2
+
+
+def test_run_dir_with_nothing_recorded_can_be_started_again(tmp_path: Path) -> None:
+    """A run directory whose start failed before any attempt (empty journal, no
+    transcripts) does not need --resume: starting afresh there loses nothing."""
+    path = write_eval(tmp_path / "eval.yaml", eval_doc("exit 0", tasks=["a"], trials=1))
+    out = tmp_path / "out"
+    (out / "transcripts").mkdir(parents=True)
+    (out / "trials.jsonl").write_text("")
+    (out / ".passhat.lock").write_text("")
+    assert passhat("run", path, "--out", out).returncode == 0
+    (out / "trials.jsonl").write_text("")  # a recorded transcript is still kept: refused
+    assert passhat("run", path, "--out", out).returncode == 2
