@@ -77,7 +77,9 @@ def _counts(outcomes: list[str]) -> list[tuple[str, int]]:
 
 
 def find_transcripts(directory: str) -> list[str]:
-    """Transcript files (`*.log`) under `directory/transcripts` (or `directory`), sorted."""
+    """Transcript files (`*.log`) under `directory/transcripts` (or `directory`), sorted.
+
+    Only regular files: a FIFO or device named `*.log` would block the grader's read."""
     if not os.path.isdir(directory):
         raise InputError(
             "not a directory (expected a run directory of passhat run)", path=directory
@@ -87,7 +89,11 @@ def find_transcripts(directory: str) -> list[str]:
     found: list[str] = []
     for root, dirs, files in os.walk(base, onerror=_raise):
         dirs.sort()
-        found.extend(os.path.join(root, name) for name in sorted(files) if name.endswith(".log"))
+        found.extend(
+            path
+            for name in sorted(files)
+            if name.endswith(".log") and os.path.isfile(path := os.path.join(root, name))
+        )
     if not found:
         raise InputError("no transcripts (*.log) found", path=base)
     return found

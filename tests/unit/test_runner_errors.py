@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
 from passhat.api.errors import UsageError
-from passhat.runner.regrade import regrade, render_regrade
+from passhat.runner.regrade import find_transcripts, regrade, render_regrade
 from passhat.runner.trial import run_trial
 
 
@@ -50,3 +51,12 @@ def test_grader_infra_errors_are_in_the_text_report(tmp_path: Path) -> None:
         text
     )
     assert result.as_json()["infra_errors"] == 1
+
+
+def test_regrade_skips_transcripts_that_are_not_regular_files(tmp_path: Path) -> None:
+    """A FIFO named `*.log` under transcripts/ would block the grader's read: skipped."""
+    transcripts = tmp_path / "transcripts" / "t"
+    transcripts.mkdir(parents=True)
+    (transcripts / "0-0.log").write_text("ok\n")
+    os.mkfifo(transcripts / "1-0.log")
+    assert find_transcripts(str(tmp_path)) == [str(transcripts / "0-0.log")]
