@@ -136,7 +136,13 @@ def resolve_tasks(
                     field=f"{at}.key",
                     path=source,
                 )
-            tasks.extend(_tasks_in(data[key], where=f'ConfigMap "{ref.config_map}" key "{key}"'))
+            try:
+                tasks.extend(
+                    _tasks_in(data[key], where=f'ConfigMap "{ref.config_map}" key "{key}"')
+                )
+            except SpecError as err:
+                # NB: name the eval and the tasksFrom entry the bad task list came from
+                raise SpecError(err.reason, field=at, path=source) from None
     for (task_index, _), reason in task_id_problems(tasks):
         field = "spec.tasks" if spec.tasks is not None else "spec.tasksFrom"
         raise SpecError(f"{reason} (task #{task_index})", field=field, path=source)

@@ -47,12 +47,15 @@ def test_yaml_and_json_keys_in_order() -> None:
         ),
         (
             {"suite": {"tasks": "{id: a}"}},
-            'ConfigMap "suite" key "tasks": expected a list of tasks',
+            'spec.tasksFrom[0]: ConfigMap "suite" key "tasks": expected a list of tasks',
         ),
-        ({"suite": {"tasks": "[a, "}}, 'ConfigMap "suite" key "tasks": invalid YAML/JSON: '),
+        (
+            {"suite": {"tasks": "[a, "}},
+            'spec.tasksFrom[0]: ConfigMap "suite" key "tasks": invalid YAML/JSON: ',
+        ),
         (
             {"suite": {"tasks": "[{id: a, extra: 1}]"}},
-            'ConfigMap "suite" key "tasks": [0].extra: unknown field',
+            'spec.tasksFrom[0]: ConfigMap "suite" key "tasks": [0].extra: unknown field',
         ),
         (
             {"suite": {"tasks": "[{id: a}, {id: a}]"}},
