@@ -1,0 +1,125 @@
+"""Trial pods a user changes or imitates on the real API server: never miscounted, never stuck.
+
+The review that found these (session 7) saw: a user's pod carrying a slot's labels counted
+as that trial's result; a trial pod relabelled as another trial counted for it; a trial pod
+whose eval-uid label was removed stalling its slot forever (every pass re-created a name
+that was taken) and keeping its finalizer after the eval was deleted.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import client
+
+from passhat.trials.ledger import SlotLedger, SlotState
+from tests.cluster.kube_helpers import create_pod, raw_json
+from tests.cluster.operator_helpers import (
+    EVAL_UID_LABEL,
+    RECORDED_LABEL,
+    TRIAL_FINALIZER,
+    OperatorProcess,
+    Scripter,
+    create_eval,
+    delete_evals,
+    eval_manifest,
+    install_crd,
+    trial_pods,
+    wait_for_condition,
+)
+
+
+@pytest.fixture
+def operator(
+    cluster: Any, kubectl: Callable[..., str], namespace: str, tmp_path: Path
+) -> Iterator[OperatorProcess]:
+    """A running operator scoped to this test's namespace (CRD installed)."""
+    install_crd(kubectl)
+    process = OperatorProcess(
+        kubeconfig=cluster.kubeconfig, namespaces=[namespace], log_path=tmp_path / "operator.log"
+    )
+    process.start()
+    try:
+        yield process
+    finally:
+        if process.proc is not None and process.proc.poll() is None:
+            delete_evals(kubectl, namespace)
+        process.stop()
+
+
+def _named(core: client.CoreV1Api, namespace: str, suffix: str) -> dict[str, Any]:
+    (pod,) = [p for p in trial_pods(core, namespace) if p["metadata"]["name"].endswith(suffix)]
+    return pod
+
+
+def test_forged_relabelled_and_unlabelled_pods_are_never_counted(
+    operator: OperatorProcess,
+    api_client: client.ApiClient,
+    core_v1: client.CoreV1Api,
+    kubectl: Callable[..., str],
+    namespace: str,
+    wait_for: Callable[..., Any],
+) -> None:
+    """1 task x 4 trials, every pod waiting for its script. Before any ends: a user pod
+    copies trial 0's labels (no owner), trial 1's pod is relabelled as trial 3, and trial
+    2's pod loses its eval-uid label. Then every pod passes. The eval completes with every
+    trial a pass of its own pod, the forged pod is not recorded, and no finalizer is left."""
+    body = create_eval(
+        api_client, namespace, eval_manifest("tamper", tasks=1, trials=4, parallelism=4)
+    )
+    uid = body["metadata"]["uid"]
+    wait_for(lambda: len(trial_pods(core_v1, namespace)) == 4, 120, "4 trial pods")
+
+    real = _named(core_v1, namespace, "-t0-0-a0")
+    forged = copy.deepcopy(real["metadata"])
+    create_pod(
+        core_v1,
+        namespace,
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": "forged",
+                "labels": forged["labels"],
+                "annotations": forged["annotations"],
+            },
+            "spec": {
+                "nodeSelector": {"type": "kwok"},
+                "tolerations": real["spec"]["tolerations"],
+                "containers": [{"name": "agent", "image": "localhost/passhat/fake:1"}],
+            },
+        },
+    )
+    moved = _named(core_v1, namespace, "-t0-1-a0")["metadata"]["name"]
+    core_v1.patch_namespaced_pod(
+        moved, namespace, {"metadata": {"labels": {"passhat.dev/trial": "3"}}}
+    )
+    hidden = _named(core_v1, namespace, "-t0-2-a0")["metadata"]["name"]
+    core_v1.patch_namespaced_pod(
+        hidden, namespace, {"metadata": {"labels": {EVAL_UID_LABEL: None}}}
+    )
+
+    with Scripter(core_v1, namespace, lambda task, trial, attempt: 0):
+        done = wait_for_condition(
+            api_client, namespace, "tamper", "Complete", timeout=300, operator=operator
+        )
+    ledger = SlotLedger.unpack(done["status"]["ledger"])
+    assert [ledger.state(0, trial) for trial in range(4)] == [SlotState.PASS] * 4
+    # NB: the hidden pod's attempt is lost (its name was taken), the moved one's may be
+    assert [ledger.attempts(0, trial) for trial in (0, 2, 3)] == [1, 2, 1]
+
+    (forged_now,) = [p for p in trial_pods(core_v1, namespace) if p["metadata"]["name"] == "forged"]
+    assert RECORDED_LABEL not in forged_now["metadata"]["labels"]
+
+    def nothing_held() -> bool:
+        pods = raw_json(core_v1.list_namespaced_pod(namespace, _preload_content=False))["items"]
+        return not any(TRIAL_FINALIZER in (p["metadata"].get("finalizers") or []) for p in pods)
+
+    wait_for(nothing_held, 120, "no pod holding the trial-accounting finalizer")
+    assert all(
+        p["metadata"]["labels"].get(EVAL_UID_LABEL) == uid for p in trial_pods(core_v1, namespace)
+    )
