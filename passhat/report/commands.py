@@ -39,12 +39,23 @@ if TYPE_CHECKING:
     Subparsers: TypeAlias = argparse._SubParsersAction[argparse.ArgumentParser]
 
 
-def positive_int(text: str) -> int:
-    """An argparse type: an integer of at least 1 (`--k 0` is a usage error)."""
+def _integer(text: str) -> int:
     try:
-        value = int(text)
+        return int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+
+
+def _number(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+
+
+def positive_int(text: str) -> int:
+    """An argparse type: an integer of at least 1 (`--k 0` is a usage error)."""
+    value = _integer(text)
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
     return value
@@ -60,10 +71,7 @@ def resample_count(text: str) -> int:
 
 def seed(text: str) -> int:
     """An argparse type: a random seed, 0..2^32-1 (numpy refuses negative seeds)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    value = _integer(text)
     if not 0 <= value <= MAX_SEED:
         raise argparse.ArgumentTypeError(f"must be between 0 and {MAX_SEED}, got {value}")
     return value
@@ -71,10 +79,7 @@ def seed(text: str) -> int:
 
 def finite_float(text: str) -> float:
     """An argparse type: a finite number (`inf` and `nan` are usage errors)."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    value = _number(text)
     if not math.isfinite(value):
         raise argparse.ArgumentTypeError(f"expected a finite number, got {text!r}")
     return value
@@ -97,10 +102,7 @@ def plot_path(text: str) -> str:
 
 def fraction(text: str) -> float:
     """An argparse type: a number strictly between 0 and 1 (a level, alpha, power)."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    value = _number(text)
     if not 0.0 < value < 1.0:
         raise argparse.ArgumentTypeError(f"must be between 0 and 1, got {value}")
     return value

@@ -23,6 +23,7 @@ keeps working while the operator is down (kills) and while the API server restar
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -30,7 +31,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -145,6 +146,33 @@ class OperatorProcess:
         """The last lines of the operator's log."""
         text = self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
         return "\n".join(text.splitlines()[-lines:])
+
+
+@contextlib.contextmanager
+def operator_in(
+    cluster: Any,
+    kubectl: Callable[..., str],
+    namespace: str,
+    log_path: Path,
+    *,
+    extra_args: Iterable[str] = (),
+) -> Iterator[OperatorProcess]:
+    """A running operator scoped to `namespace` (CRD installed); on exit its evals are
+    deleted while it still runs (so their pods are released), then it is stopped."""
+    install_crd(kubectl)
+    process = OperatorProcess(
+        kubeconfig=cluster.kubeconfig,
+        namespaces=[namespace],
+        log_path=log_path,
+        extra_args=extra_args,
+    )
+    process.start()
+    try:
+        yield process
+    finally:
+        if process.proc is not None and process.proc.poll() is None:
+            delete_evals(kubectl, namespace)
+        process.stop()
 
 
 def delete_evals(kubectl: Callable[..., str], namespace: str, *, timeout_s: int = 180) -> None:

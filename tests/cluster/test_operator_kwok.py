@@ -24,14 +24,13 @@ from tests.cluster.operator_helpers import (
     Scripter,
     condition,
     create_eval,
-    delete_evals,
     eval_manifest,
     expected_ledger,
     get_eval,
     held_pods,
-    install_crd,
     kept_attempts,
     ledger_attempts,
+    operator_in,
     progress_done,
     trial_pods,
     wait_for_condition,
@@ -53,17 +52,9 @@ def operator(
     cluster: Any, kubectl: Callable[..., str], namespace: str, tmp_path: Path
 ) -> Iterator[OperatorProcess]:
     """A running operator scoped to this test's namespace (CRD installed)."""
-    install_crd(kubectl)
-    process = OperatorProcess(
-        kubeconfig=cluster.kubeconfig, namespaces=[namespace], log_path=tmp_path / "operator.log"
-    )
-    process.start()
-    try:
+    log = tmp_path / "operator.log"
+    with operator_in(cluster, kubectl, namespace, log) as process:
         yield process
-    finally:
-        if process.proc is not None and process.proc.poll() is None:
-            delete_evals(kubectl, namespace)
-        process.stop()
 
 
 def assert_exact(

@@ -25,9 +25,8 @@ from tests.cluster.operator_helpers import (
     OperatorProcess,
     Scripter,
     create_eval,
-    delete_evals,
     eval_manifest,
-    install_crd,
+    operator_in,
     trial_pods,
     wait_for_condition,
 )
@@ -38,17 +37,9 @@ def operator(
     cluster: Any, kubectl: Callable[..., str], namespace: str, tmp_path: Path
 ) -> Iterator[OperatorProcess]:
     """A running operator scoped to this test's namespace (CRD installed)."""
-    install_crd(kubectl)
-    process = OperatorProcess(
-        kubeconfig=cluster.kubeconfig, namespaces=[namespace], log_path=tmp_path / "operator.log"
-    )
-    process.start()
-    try:
+    log = tmp_path / "operator.log"
+    with operator_in(cluster, kubectl, namespace, log) as process:
         yield process
-    finally:
-        if process.proc is not None and process.proc.poll() is None:
-            delete_evals(kubectl, namespace)
-        process.stop()
 
 
 def _named(core: client.CoreV1Api, namespace: str, suffix: str) -> dict[str, Any]:

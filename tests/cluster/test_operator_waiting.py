@@ -19,10 +19,9 @@ from tests.cluster.operator_helpers import (
     OperatorProcess,
     Scripter,
     create_eval,
-    delete_evals,
     eval_manifest,
     get_eval,
-    install_crd,
+    operator_in,
     trial_pods,
     wait_for_condition,
 )
@@ -33,20 +32,15 @@ def operator(
     cluster: Any, kubectl: Callable[..., str], namespace: str, tmp_path: Path
 ) -> Iterator[OperatorProcess]:
     """An operator with a 1 s resync and a 2 s unschedulable grace, scoped to `namespace`."""
-    install_crd(kubectl)
-    process = OperatorProcess(
-        kubeconfig=cluster.kubeconfig,
-        namespaces=[namespace],
-        log_path=tmp_path / "operator.log",
+    log = tmp_path / "operator.log"
+    with operator_in(
+        cluster,
+        kubectl,
+        namespace,
+        log,
         extra_args=["--set", "resync_interval_s=1", "--set", "unschedulable_grace_s=2"],
-    )
-    process.start()
-    try:
+    ) as process:
         yield process
-    finally:
-        if process.proc is not None and process.proc.poll() is None:
-            delete_evals(kubectl, namespace)
-        process.stop()
 
 
 def _events(core: client.CoreV1Api, namespace: str, uid: str) -> list[dict[str, Any]]:
