@@ -22,7 +22,7 @@ import functools
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
@@ -34,7 +34,7 @@ from passhat.operator import events
 from passhat.operator.config import OperatorConfig
 from passhat.operator.kube import PLURAL, Kube, OperatorApi, load_client_config
 from passhat.operator.loop import EvalLoop, PassState, Recorded
-from passhat.operator.pods import EvalRef
+from passhat.operator.pods import FINALIZER, LABEL_EVAL_UID, EvalRef
 from passhat.operator.podwatch import PodWatcher
 
 __all__ = ["EVAL_FINALIZER", "OperatorRuntime", "configure", "runtime"]
@@ -52,6 +52,7 @@ class OperatorRuntime:
     def __init__(self) -> None:
         self.config = OperatorConfig()
         self.kubeconfig: str | None = None
+        self.namespaces: list[str] = []
         self._api: OperatorApi | None = None
         self._passes: ThreadPoolExecutor | None = None
         self._watcher: PodWatcher | None = None
@@ -114,10 +115,17 @@ class OperatorRuntime:
 runtime = OperatorRuntime()
 
 
-def configure(config: OperatorConfig, *, kubeconfig: str | None = None) -> None:
-    """Set the operator's config before kopf starts (`passhat operator` calls this)."""
+def configure(
+    config: OperatorConfig,
+    *,
+    kubeconfig: str | None = None,
+    namespaces: Sequence[str] = (),
+) -> None:
+    """Set the operator's config before kopf starts (`passhat operator` calls this);
+    `namespaces` are the ones it serves (none: every namespace)."""
     runtime.config = config
     runtime.kubeconfig = kubeconfig
+    runtime.namespaces = list(namespaces)
 
 
 @kopf.on.startup()
@@ -135,6 +143,40 @@ def _settings(settings: kopf.OperatorSettings, **_: Any) -> None:
     # Handler successes are not worth an API write each; our own Events say what matters.
     settings.posting.level = logging.WARNING
     settings.execution.max_workers = 16
+    # NB: serving named namespaces, the operator has Roles there and nothing cluster-wide:
+    # kopf's scan of namespaces and CRDs would get 403 and retry for about a minute after
+    # every start before it gives up (measured on the test cluster with the chart's RBAC).
+    settings.scanning.disabled = bool(runtime.namespaces)
+
+
+@kopf.on.startup()
+def _release_stranded_at_start(**_: Any) -> None:
+    release_stranded_pods()
+
+
+def release_stranded_pods() -> None:
+    """Let go of trial pods whose eval is gone (released nowhere else); run at start.
+
+    The pod watch releases such a pod only in a namespace where an eval runs. After the
+    operator was uninstalled and an eval's finalizer stripped by hand, garbage collection
+    deletes its pods, which our finalizer then holds, and their namespace, Terminating,
+    can get no eval that would start a watch: only this sweep at start releases them.
+    """
+    held: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
+    scopes: list[str | None] = list(runtime.namespaces) or [None]
+    for namespace in scopes:
+        for pod in runtime.api.list_held_pods(namespace):
+            meta = pod.get("metadata") or {}
+            if FINALIZER in (meta.get("finalizers") or []):
+                uid = str((meta.get("labels") or {}).get(LABEL_EVAL_UID, ""))
+                held.setdefault((str(meta.get("namespace") or namespace), uid), []).append(meta)
+    # NB: one eval lookup per eval, not per pod (a big eval may hold thousands)
+    for (namespace, uid), metas in held.items():
+        owner = _owner(metas[0], uid)
+        if owner is None or _eval_exists(namespace, owner, uid):
+            continue
+        logger.info("releasing %d trial pods of deleted eval %s/%s", len(metas), namespace, owner)
+        runtime.api.release_pods(namespace, [{"metadata": dict(meta)} for meta in metas])
 
 
 def _ref(meta: Mapping[str, Any]) -> EvalRef:
@@ -238,10 +280,18 @@ def release_on_delete(meta: kopf.Meta, logger: kopf.Logger, **_: Any) -> None:
 
 def _release_orphan(namespace: str, meta: Mapping[str, Any], uid: str) -> None:
     """A deleted pod whose eval is gone (e.g. its finalizer was stripped): let it go."""
-    owner = next((ref for ref in meta.get("ownerReferences") or [] if ref.get("uid") == uid), None)
-    if owner is None:
-        return
-    body = runtime.api.get_eval(namespace, str(owner.get("name")))
-    if body is None or (body.get("metadata") or {}).get("uid") != uid:
+    owner = _owner(meta, uid)
+    if owner is not None and not _eval_exists(namespace, owner, uid):
         logger.info("releasing orphaned trial pod %s/%s", namespace, meta.get("name"))
         runtime.api.release_pods(namespace, [{"metadata": dict(meta)}])
+
+
+def _owner(meta: Mapping[str, Any], uid: str) -> str | None:
+    """The name of the eval with `uid` among the pod's owners (None: not an eval's pod)."""
+    refs = meta.get("ownerReferences") or []
+    return next((str(ref.get("name")) for ref in refs if ref.get("uid") == uid), None)
+
+
+def _eval_exists(namespace: str, name: str, uid: str) -> bool:
+    body = runtime.api.get_eval(namespace, name)
+    return body is not None and (body.get("metadata") or {}).get("uid") == uid

@@ -64,6 +64,7 @@ _RECORDED_PATH = "/metadata/labels/" + LABEL_RECORDED.replace("~", "~0").replace
 # (name, uid for the delete precondition, finalizers for the guarded patch).
 _POD_METADATA = (
     "name",
+    "namespace",
     "uid",
     "labels",
     "finalizers",
@@ -138,6 +139,11 @@ class EvalApi(Protocol):
 
 class OperatorApi(EvalApi, Protocol):
     """What the kopf handlers ask of the API server: the loop's calls, and a pod watch."""
+
+    def list_held_pods(self, namespace: str | None) -> list[dict[str, Any]]:
+        """Every unrecorded trial pod of any eval in `namespace` (None: all namespaces),
+        slimmed; the operator's start looks among them for pods whose eval is gone."""
+        ...
 
     def watch_pods(
         self, namespace: str, on_event: Callable[[str, Mapping[str, Any]], None]
@@ -334,6 +340,23 @@ class Kube:
                     pods.append(slim_pod(pod))
             token = (data.get("metadata") or {}).get("continue") or ""
             del data  # NB: free the decoded page before the next one is read
+            if not token:
+                return pods
+
+    def list_held_pods(self, namespace: str | None) -> list[dict[str, Any]]:
+        path = f"/api/v1/namespaces/{namespace}/pods" if namespace else "/api/v1/pods"
+        pods: list[dict[str, Any]] = []
+        token = ""
+        while True:
+            query = {"labelSelector": f"{LABEL_EVAL_UID},{_UNRECORDED}", "limit": LIST_PAGE_SIZE}
+            if token:
+                query["continue"] = token
+            status, data = self._request("list", "GET", path, query=query, ok_statuses=(410,))
+            if status == 410:  # the snapshot expired mid-list: start over
+                pods, token = [], ""
+                continue
+            pods += [slim_pod(pod) for pod in data.get("items") or []]
+            token = (data.get("metadata") or {}).get("continue") or ""
             if not token:
                 return pods
 

@@ -125,7 +125,7 @@ def run_operator(options: OperatorOptions) -> None:
     kopf.configure(verbose=options.verbose)
     from passhat.operator import handlers  # NB: importing registers the kopf handlers
 
-    handlers.configure(config, kubeconfig=options.kubeconfig)
+    handlers.configure(config, kubeconfig=options.kubeconfig, namespaces=options.namespaces)
     scope = ", ".join(options.namespaces) if options.namespaces else "all namespaces"
     logger.info(
         "passhat operator%s: serving %s; /metrics and /healthz on port %d%s",

@@ -114,3 +114,35 @@ def test_forged_relabelled_and_unlabelled_pods_are_never_counted(
     assert all(
         p["metadata"]["labels"].get(EVAL_UID_LABEL) == uid for p in trial_pods(core_v1, namespace)
     )
+
+
+def test_pods_stranded_without_the_operator_are_released_at_its_start(
+    operator: OperatorProcess,
+    api_client: client.ApiClient,
+    core_v1: client.CoreV1Api,
+    kubectl: Callable[..., str],
+    namespace: str,
+    wait_for: Callable[..., Any],
+) -> None:
+    """The operator is gone; the user strips the eval's finalizer and deletes it; garbage
+    collection deletes its running pods, which our finalizer holds in Terminating. When the
+    operator starts again it releases them (no eval would ever start a watch there)."""
+    create_eval(api_client, namespace, eval_manifest("stranded", tasks=1, trials=2, parallelism=2))
+    wait_for(lambda: len(trial_pods(core_v1, namespace)) == 2, 120, "2 trial pods")
+    operator.kill()
+    kubectl(
+        "patch", "ceval", "stranded", "-n", namespace, "--type=merge",
+        "-p", '{"metadata":{"finalizers":null}}',
+    )  # fmt: skip
+    kubectl("delete", "ceval", "stranded", "-n", namespace, "--wait=true", "--timeout=60s")
+
+    def terminating() -> list[str]:
+        pods = trial_pods(core_v1, namespace)
+        return [p["metadata"]["name"] for p in pods if p["metadata"].get("deletionTimestamp")]
+
+    wait_for(lambda: len(terminating()) == 2, 120, "garbage collection deleting both pods")
+    assert all(
+        TRIAL_FINALIZER in p["metadata"]["finalizers"] for p in trial_pods(core_v1, namespace)
+    )
+    operator.start()
+    wait_for(lambda: not trial_pods(core_v1, namespace), 120, "the stranded pods released and gone")

@@ -51,7 +51,14 @@ def test_slim_pod_keeps_only_what_is_read() -> None:
     pod = fixture("kwok_exit0.json")
     slim = slim_pod(pod)
     assert set(slim) == {"metadata", "spec", "status"}
-    assert set(slim["metadata"]) == {"name", "uid", "labels", "finalizers", "creationTimestamp"}
+    assert set(slim["metadata"]) == {
+        "name",
+        "namespace",
+        "uid",
+        "labels",
+        "finalizers",
+        "creationTimestamp",
+    }
     assert slim["metadata"]["labels"] == pod["metadata"]["labels"]
     assert slim["spec"] == {
         "containers": [{"name": c["name"]} for c in pod["spec"]["containers"]],
