@@ -1,7 +1,7 @@
 """`passhat run eval.yaml`: one local eval run, from the spec file to the report.
 
 This is the glue around the executor: check the spec against this machine (`make_plan`),
-prepare or reopen the run directory (`spec.yaml`, `trials.jsonl`, `transcripts/`),
+prepare or reopen the run directory (`passhat.local.rundir`: lock, `spec.yaml`, journal),
 rebuild the ledger from the journal on `--resume`, set up the cgroup pool (or the RSS
 fallback), run the loop in its thread while the main thread waits for signals, then score
 the journal exactly as `passhat score DIR/trials.jsonl` would and print the report.
@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import fcntl
 import os
 import signal
 import sys
@@ -24,7 +23,6 @@ from typing import Any, TextIO
 
 from passhat.api.errors import InputError, PasshatError, SpecError, UsageError
 from passhat.api.load import (
-    load_eval,
     parse_eval,
     read_eval_text,
     read_local_config_maps,
@@ -37,7 +35,14 @@ from passhat.local.executor import Executor
 from passhat.local.journal import Journal, JournalError, read_numbered_journal
 from passhat.local.plan import Plan, make_plan
 from passhat.local.progress import display_for
-from passhat.local.rundir import default_base, latest_run_dir, new_run_dir
+from passhat.local.rundir import (
+    JOURNAL,
+    TRANSCRIPTS,
+    default_base,
+    latest_run_dir,
+    new_run_dir,
+    prepare_run_dir,
+)
 from passhat.local.sandbox import CONTAINER, TranscriptError
 from passhat.local.spawner import SpawnError
 from passhat.stats import KSummary, summarize_many, tally
@@ -50,10 +55,6 @@ EXIT_OK = 0
 EXIT_GATE_FAILED = 1
 EXIT_INTERRUPTED = 130
 
-JOURNAL = "trials.jsonl"
-SPEC_COPY = "spec.yaml"
-TRANSCRIPTS = "transcripts"
-LOCK = ".passhat.lock"
 # errno values of an exec that failed because of the command itself
 _EXEC_ERRORS = frozenset(
     {
@@ -96,114 +97,12 @@ def gate_passed(gate: Gate | None, summaries: Sequence[KSummary]) -> bool | None
     return summary.tasks_scored > 0 and value >= gate.min
 
 
-def _lock(out: str) -> int:
-    """Lock the run directory for this process (an open fd; the lock goes with the process).
-
-    An exclusive, non-blocking `flock` on `out/.passhat.lock`: a second `passhat run` on
-    the same directory is refused instead of running every slot again, and a run that was
-    killed (even by SIGKILL) leaves no stale lock behind.
-    """
-    path = os.path.join(out, LOCK)
-    try:
-        os.makedirs(out, exist_ok=True)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-    except OSError as err:
-        where = err.filename or out
-        raise InputError(
-            f"cannot write the run directory: {err.strerror or err}", path=str(where)
-        ) from None
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError as err:
-        holder = b""
-        with contextlib.suppress(OSError):
-            holder = os.pread(fd, 32, 0).strip()
-        os.close(fd)
-        if err.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):
-            raise InputError(f"cannot lock: {err.strerror or err}", path=path) from None
-        pid = f" (pid {holder.decode()})" if holder.isdigit() else ""
-        raise UsageError(
-            f"{out}: another passhat run is using this run directory{pid}; wait for it to "
-            "end, or choose another --out"
-        ) from None
-    with contextlib.suppress(OSError):
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
-    return fd
-
-
-def _prepare_out(
-    out: str, eval_path: str, eval_text: str, evaluation: ConsistencyEval, resume: bool
-) -> int:
-    """Check, lock and prepare the run directory; the lock's fd (close it when done)."""
-    if os.path.exists(out) and not resume:
-        try:
-            empty = not os.listdir(out) or _nothing_recorded(out)
-        except OSError as err:
-            raise InputError(f"cannot read the run directory: {err.strerror}", path=out) from None
-        if not empty:
-            raise UsageError(
-                f"{out}: a run directory already exists there; pass --resume to continue "
-                "that run, or choose another --out"
-            )
-    lock = _lock(out)
-    try:
-        _fill_out(out, eval_path, eval_text, evaluation, resume)
-    except BaseException:
-        os.close(lock)
-        raise
-    return lock
-
-
-def _nothing_recorded(out: str) -> bool:
-    """Whether `out` is a run directory in which nothing was recorded (a start that failed
-    right after preparing it): starting afresh there loses nothing."""
-    names = set(os.listdir(out))
-    if not names <= {SPEC_COPY, JOURNAL, TRANSCRIPTS, LOCK}:
-        return False
-    journal, transcripts = os.path.join(out, JOURNAL), os.path.join(out, TRANSCRIPTS)
-    if os.path.exists(journal) and os.path.getsize(journal) > 0:
-        return False
-    return not os.path.isdir(transcripts) or not os.listdir(transcripts)
-
-
-def _fill_out(
-    out: str, eval_path: str, eval_text: str, evaluation: ConsistencyEval, resume: bool
-) -> None:
-    spec_copy = os.path.join(out, SPEC_COPY)
-    if resume and os.path.exists(spec_copy):
-        before = load_eval(spec_copy)
-        if _comparable(before) != _comparable(evaluation):
-            raise UsageError(
-                f"{eval_path}: the eval differs from the one the run in {out} started with "
-                f"({spec_copy}); only parallelism may change on --resume"
-            )
-    try:
-        os.makedirs(os.path.join(out, TRANSCRIPTS), exist_ok=True)
-        if not resume or not os.path.exists(spec_copy):
-            with open(spec_copy, "w", encoding="utf-8") as copy:
-                copy.write(eval_text)
-        with open(os.path.join(out, JOURNAL), "ab"):
-            pass
-    except OSError as err:
-        where = err.filename or out
-        raise InputError(
-            f"cannot write the run directory: {err.strerror or err}", path=str(where)
-        ) from None
-
-
 def _out_dir(options: RunOptions, eval_name: str) -> str:
     """The run directory: `--out`, else a new one per run (`--resume`: the latest one)."""
     if options.out:
         return os.path.abspath(options.out)
     base = default_base(eval_name)
     return latest_run_dir(base, eval_name) if options.resume else new_run_dir(base)
-
-
-def _comparable(evaluation: ConsistencyEval) -> dict[str, Any]:
-    data = evaluation.model_dump(mode="json", by_alias=True)
-    data["spec"].pop("parallelism", None)
-    return {"name": data["metadata"]["name"], "spec": data["spec"]}
 
 
 def _rebuild_ledger(
@@ -323,7 +222,7 @@ def run(
     if options.metrics_textfile:
         _check_metrics_textfile(options.metrics_textfile)
     out = _out_dir(options, plan.eval_name)
-    lock = _prepare_out(out, eval_path, eval_text, evaluation, options.resume)
+    lock = prepare_run_dir(out, eval_path, eval_text, evaluation, options.resume)
     try:
         return _run_locked(options, evaluation, plan, capacity, out, stdout, stderr, environ)
     finally:
