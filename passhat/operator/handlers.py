@@ -34,7 +34,7 @@ from passhat.operator import events
 from passhat.operator.config import OperatorConfig
 from passhat.operator.kube import PLURAL, Kube, OperatorApi, load_client_config
 from passhat.operator.loop import EvalLoop, PassState, Recorded
-from passhat.operator.pods import FINALIZER, LABEL_EVAL_UID, EvalRef
+from passhat.operator.pods import FINALIZER, LABEL_EVAL_UID, EvalRef, eval_owner
 from passhat.operator.podwatch import PodWatcher
 
 __all__ = ["EVAL_FINALIZER", "OperatorRuntime", "configure", "runtime"]
@@ -172,7 +172,7 @@ def release_stranded_pods() -> None:
                 held.setdefault((str(meta.get("namespace") or namespace), uid), []).append(meta)
     # NB: one eval lookup per eval, not per pod (a big eval may hold thousands)
     for (namespace, uid), metas in held.items():
-        owner = _owner(metas[0], uid)
+        owner = eval_owner(metas[0], uid)
         if owner is None or _eval_exists(namespace, owner, uid):
             continue
         logger.info("releasing %d trial pods of deleted eval %s/%s", len(metas), namespace, owner)
@@ -280,16 +280,10 @@ def release_on_delete(meta: kopf.Meta, logger: kopf.Logger, **_: Any) -> None:
 
 def _release_orphan(namespace: str, meta: Mapping[str, Any], uid: str) -> None:
     """A deleted pod whose eval is gone (e.g. its finalizer was stripped): let it go."""
-    owner = _owner(meta, uid)
+    owner = eval_owner(meta, uid)
     if owner is not None and not _eval_exists(namespace, owner, uid):
         logger.info("releasing orphaned trial pod %s/%s", namespace, meta.get("name"))
         runtime.api.release_pods(namespace, [{"metadata": dict(meta)}])
-
-
-def _owner(meta: Mapping[str, Any], uid: str) -> str | None:
-    """The name of the eval with `uid` among the pod's owners (None: not an eval's pod)."""
-    refs = meta.get("ownerReferences") or []
-    return next((str(ref.get("name")) for ref in refs if ref.get("uid") == uid), None)
 
 
 def _eval_exists(namespace: str, name: str, uid: str) -> bool:

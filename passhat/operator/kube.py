@@ -311,52 +311,48 @@ class Kube:
         return None if status == 404 else dict(data)
 
     def list_pods(self, namespace: str, eval_uid: str) -> list[dict[str, Any]]:
+        def releasing() -> set[str]:
+            with self._releasing_lock:
+                return {name for ns, name in self._releasing if ns == namespace}
+
+        return self._list_slim(
+            f"/api/v1/namespaces/{namespace}/pods",
+            f"{LABEL_EVAL_UID}={eval_uid},{_UNRECORDED}",
+            leave_out=releasing,
+        )
+
+    def list_held_pods(self, namespace: str | None) -> list[dict[str, Any]]:
+        path = f"/api/v1/namespaces/{namespace}/pods" if namespace else "/api/v1/pods"
+        return self._list_slim(path, f"{LABEL_EVAL_UID},{_UNRECORDED}")
+
+    def _list_slim(
+        self,
+        path: str,
+        selector: str,
+        *,
+        leave_out: Callable[[], set[str]] = set,
+    ) -> list[dict[str, Any]]:
+        """The pods at `path` matching `selector`, slimmed, but for the names `leave_out()`
+        returns (asked again for each page)."""
         # NB: pages of LIST_PAGE_SIZE are one consistent snapshot (continue tokens); decoding
         # page by page and keeping only what the loop reads (`slim_pod`) keeps the peak
         # memory of a 10,000-pod eval a fraction of one whole decoded list.
         pods: list[dict[str, Any]] = []
         token = ""
         while True:
-            query = {
-                "labelSelector": f"{LABEL_EVAL_UID}={eval_uid},{_UNRECORDED}",
-                "limit": LIST_PAGE_SIZE,
-            }
-            if token:
-                query["continue"] = token
-            status, data = self._request(
-                "list",
-                "GET",
-                f"/api/v1/namespaces/{namespace}/pods",
-                query=query,
-                ok_statuses=(410,),
-            )
-            if status == 410:  # the snapshot expired mid-list: start over
-                pods, token = [], ""
-                continue
-            with self._releasing_lock:
-                releasing = {name for ns, name in self._releasing if ns == namespace}
-            for pod in data.get("items") or []:
-                if (pod.get("metadata") or {}).get("name") not in releasing:
-                    pods.append(slim_pod(pod))
-            token = (data.get("metadata") or {}).get("continue") or ""
-            del data  # NB: free the decoded page before the next one is read
-            if not token:
-                return pods
-
-    def list_held_pods(self, namespace: str | None) -> list[dict[str, Any]]:
-        path = f"/api/v1/namespaces/{namespace}/pods" if namespace else "/api/v1/pods"
-        pods: list[dict[str, Any]] = []
-        token = ""
-        while True:
-            query = {"labelSelector": f"{LABEL_EVAL_UID},{_UNRECORDED}", "limit": LIST_PAGE_SIZE}
+            query = {"labelSelector": selector, "limit": LIST_PAGE_SIZE}
             if token:
                 query["continue"] = token
             status, data = self._request("list", "GET", path, query=query, ok_statuses=(410,))
             if status == 410:  # the snapshot expired mid-list: start over
                 pods, token = [], ""
                 continue
-            pods += [slim_pod(pod) for pod in data.get("items") or []]
+            skipped = leave_out()
+            for pod in data.get("items") or []:
+                if (pod.get("metadata") or {}).get("name") not in skipped:
+                    pods.append(slim_pod(pod))
             token = (data.get("metadata") or {}).get("continue") or ""
+            del data  # NB: free the decoded page before the next one is read
             if not token:
                 return pods
 

@@ -50,7 +50,15 @@ from passhat.api.spec import EvalSpec, Task, template_safety_problems
 from passhat.operator import events
 from passhat.operator.config import OperatorConfig
 from passhat.operator.kube import ApiError, Conflict, EvalApi
-from passhat.operator.pods import FINALIZER, EvalRef, PodKey, build_pod, pod_key, pod_name
+from passhat.operator.pods import (
+    FINALIZER,
+    EvalRef,
+    PodKey,
+    build_pod,
+    eval_owner,
+    pod_key,
+    pod_name,
+)
 from passhat.operator.status import (
     StatusInputs,
     build_status,
@@ -294,7 +302,7 @@ class EvalLoop:
         recorded: list[Recorded] = []
 
         for pod in pods:
-            if not _controlled_by(pod, ref.uid):
+            if eval_owner(pod.get("metadata") or {}, ref.uid) is None:
                 # NB: carries our labels but we did not make it: never counted, never touched.
                 self._warn_once(f"pod {_name(pod)} has this eval's labels but is not its pod")
                 continue
@@ -324,12 +332,7 @@ class EvalLoop:
                 live.add(slot)
                 self._note_unschedulable(body, pod, now)
                 continue
-            final = plan.is_final(verdict, key.attempt)
-            ledger.record(key.task, key.trial, key.attempt, verdict, final=final)
-            delay = 0.0 if final else plan.delay(key.attempt)
-            recorded.append(
-                Recorded(tasks[key.task].id, key, verdict, final, _duration(pod), delay)
-            )
+            recorded.append(_fold(ledger, plan, tasks, key, verdict, _duration(pod)))
             done.append(pod)
 
         for key, name in self._taken_slots(ledger, live):
@@ -341,10 +344,7 @@ class EvalLoop:
                 f"pod {name} is no longer recognisable as this attempt's pod "
                 "(its labels were changed); it is released",
             )
-            final = plan.is_final(verdict, key.attempt)
-            ledger.record(key.task, key.trial, key.attempt, verdict, final=final)
-            delay = 0.0 if final else plan.delay(key.attempt)
-            recorded.append(Recorded(tasks[key.task].id, key, verdict, final, None, delay))
+            recorded.append(_fold(ledger, plan, tasks, key, verdict, None))
             done.append({"metadata": {"name": name, "finalizers": [FINALIZER]}})
 
         start_problem = self._note_start_failures(
@@ -666,18 +666,25 @@ def _refused_for_good(err: ApiError) -> bool:
     return err.status == 422 or (err.status == 403 and "violates PodSecurity" in str(err))
 
 
+def _fold(
+    ledger: SlotLedger,
+    plan: RetryPlan,
+    tasks: list[Task],
+    key: PodKey,
+    verdict: Verdict,
+    duration_s: float | None,
+) -> Recorded:
+    """Record attempt `key`'s verdict in `ledger` (final unless the retry plan retries it)."""
+    final = plan.is_final(verdict, key.attempt)
+    ledger.record(key.task, key.trial, key.attempt, verdict, final=final)
+    delay = 0.0 if final else plan.delay(key.attempt)
+    return Recorded(tasks[key.task].id, key, verdict, final, duration_s, delay)
+
+
 def _refused_for_now(err: ApiError) -> bool:
     """Whether a pod create was refused by admission in a way that may pass later
     (403: quota exceeded, LimitRange, a service account not yet created)."""
     return err.verb == "create" and err.status == 403
-
-
-def _controlled_by(pod: Mapping[str, Any], uid: str) -> bool:
-    """Whether the eval with `uid` is the pod's controller (we made it)."""
-    refs = (pod.get("metadata") or {}).get("ownerReferences") or []
-    return any(
-        isinstance(ref, Mapping) and ref.get("uid") == uid and ref.get("controller") for ref in refs
-    )
 
 
 def _name(pod: Mapping[str, Any]) -> str:

@@ -37,6 +37,7 @@ __all__ = [
     "EvalRef",
     "PodKey",
     "build_pod",
+    "eval_owner",
     "pod_key",
     "pod_name",
 ]
@@ -101,6 +102,15 @@ def pod_key(pod: Mapping[str, Any]) -> PodKey | None:
     except (KeyError, TypeError, ValueError):
         return None
     return key if min(key.task, key.trial, key.attempt) >= 0 else None
+
+
+def eval_owner(meta: Mapping[str, Any], uid: str) -> str | None:
+    """The name of the eval with `uid` when it is the pod's controller (it made the pod,
+    see `build_pod`); None otherwise."""
+    for ref in meta.get("ownerReferences") or []:
+        if isinstance(ref, Mapping) and ref.get("uid") == uid and ref.get("controller"):
+            return str(ref.get("name"))
+    return None
 
 
 def _label_value(text: str) -> str:
