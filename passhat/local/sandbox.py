@@ -97,31 +97,21 @@ def container_env(container: Mapping[str, Any], *, source: str | None) -> dict[s
             field=f"{CONTAINER}.envFrom",
             path=source,
         )
-    entries = container.get("env") or []
-    if not isinstance(entries, list):
-        raise SpecError("must be a list of {name, value}", field=f"{CONTAINER}.env", path=source)
     env: dict[str, str] = {}
-    for index, entry in enumerate(entries):
+    # NB: the model has checked env's shape (`template_problems`): a list of objects whose
+    # names are non-empty strings without '=' or NUL and whose values, if any, strings
+    for index, entry in enumerate(container.get("env") or []):
         at = f"{CONTAINER}.env[{index}]"
-        if not isinstance(entry, Mapping) or not isinstance(entry.get("name"), str):
-            raise SpecError("must be an object with a name", field=at, path=source)
         if "valueFrom" in entry:
             raise SpecError(
                 "valueFrom needs a cluster; give a literal value for passhat run",
                 field=f"{at}.valueFrom",
                 path=source,
             )
-        name = entry["name"]
-        if "=" in name or "\0" in name or not name:
-            raise SpecError(
-                "an environment variable name must be non-empty, without '=' or NUL",
-                field=f"{at}.name",
-                path=source,
-            )
-        value = entry.get("value", "")
-        if not isinstance(value, str | int | float) or isinstance(value, bool):
+        name, value = entry["name"], entry.get("value", "")
+        if value is None:  # NB: `value: null` (the model lets it through)
             raise SpecError("must be a string", field=f"{at}.value", path=source)
-        env[name] = expand(str(value), env)
+        env[name] = expand(value, env)
         problem = exec_string_problem(env[name], prefix=name + "=")
         if problem is not None:
             raise SpecError(problem, field=f"{at}.value", path=source)
