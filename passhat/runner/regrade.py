@@ -50,6 +50,16 @@ class Regrade:
         return [t for t in self.transcripts if t.noisy]
 
     @property
+    def gradings(self) -> int:
+        """Gradings done: transcripts x times."""
+        return len(self.transcripts) * self.times
+
+    @property
+    def grader_errors(self) -> list[str]:
+        """What the grader said each time it broke, in transcript order."""
+        return [message for t in self.transcripts for message in t.grader_errors]
+
+    @property
     def infra_errors(self) -> int:
         """Gradings that came out infra_error (the grader broke or exited 75)."""
         return sum(t.outcomes.count("infra_error") for t in self.transcripts)
@@ -129,12 +139,14 @@ def regrade(
             if grade.reason == GRADER_ERROR:
                 grades.grader_errors.append(grade.message)
         graded.append(grades)
-    gradings = len(graded) * times
-    broken = [message for t in graded for message in t.grader_errors]
-    if len(broken) == gradings:
+    result = Regrade(times=times, transcripts=graded)
+    broken = result.grader_errors
+    if len(broken) == result.gradings:
         # NB: else a grader that never ran (a typo) reads as "noise rate 0.000"
-        raise UsageError(f"--grader: the grader broke on all {gradings} gradings: {broken[0]}")
-    return Regrade(times=times, transcripts=graded)
+        raise UsageError(
+            f"--grader: the grader broke on all {result.gradings} gradings: {broken[0]}"
+        )
+    return result
 
 
 def render_regrade(result: Regrade, fmt: str) -> str:
@@ -150,10 +162,11 @@ def render_regrade(result: Regrade, fmt: str) -> str:
         counts = ", ".join(f"{name} {count}" for name, count in _counts(t.outcomes))
         lines.append(f"  noisy: {t.path} ({counts})")
     if result.infra_errors:
-        gradings = len(result.transcripts) * result.times
-        line = f"grader infra errors: {result.infra_errors} of {gradings} gradings (not counted)"
-        broken = [m for t in result.transcripts for m in t.grader_errors]
-        if broken:
-            line += f"; e.g. {broken[0]}"
+        line = (
+            f"grader infra errors: {result.infra_errors} of {result.gradings} gradings "
+            "(not counted)"
+        )
+        if result.grader_errors:
+            line += f"; e.g. {result.grader_errors[0]}"
         lines.append(line)
     return "\n".join(lines) + "\n"
