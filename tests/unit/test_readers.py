@@ -159,6 +159,13 @@ BAD = [
         '{"task_id": "a", "outcome": "pass"}\n{"task_id": "a", \n',
         r"t\.jsonl:2: bad JSON",
     ),
+    # a torn last line (a killed run's journal) says so and what repairs it
+    (
+        "t.jsonl",
+        '{"task_id": "a", "outcome": "pass"}\n{"task_id": "a", "tri',
+        r"t\.jsonl:2: bad JSON: Unterminated string .*; the last line has no newline: .*"
+        r"passhat run --resume",
+    ),
     ("t.jsonl", '{"task_id": "a", "outcome": "passed"}\n', r"t\.jsonl:1: unknown outcome 'passed'"),
     ("t.jsonl", '\n\n{"task_id": "a"}\n', r"t\.jsonl:3: missing key 'outcome'"),
     ("t.jsonl", '{"outcome": "pass"}\n', r"t\.jsonl:1: missing key 'task_id'"),

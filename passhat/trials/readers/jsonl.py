@@ -18,6 +18,10 @@ from passhat.trials.readers.rows import TrialRow, parse_outcome, parse_task_id
 __all__ = ["TOO_MANY_DIGITS", "parse_jsonl", "row_from_object"]
 
 TOO_MANY_DIGITS = "bad JSON: a number with more than 4300 digits"
+TORN = (
+    "; the last line has no newline: a write cut short, as when a run is killed "
+    "(`passhat run --resume` with the same --out cuts it off)"
+)
 
 
 def row_from_object(obj: Any, *, path: str, line: int | None, where: str = "") -> TrialRow:
@@ -42,14 +46,18 @@ def parse_jsonl(text: str, *, path: str) -> list[TrialRow]:
     """Every non-blank line of `text` as a TrialRow; InputError with the line number if bad."""
     rows = []
     attempts: set[tuple[str, int, int]] = set()
-    for number, raw in enumerate(text.splitlines(), start=1):
+    lines = text.splitlines()
+    for number, raw in enumerate(lines, start=1):
         if not raw.strip():
             continue
         try:
             obj = json.loads(raw)
         except json.JSONDecodeError as err:
+            torn = number == len(lines) and not text.endswith(("\n", "\r"))
             raise InputError(
-                f"bad JSON: {err.msg} (column {err.colno})", path=path, line=number
+                f"bad JSON: {err.msg} (column {err.colno})" + (TORN if torn else ""),
+                path=path,
+                line=number,
             ) from None
         except ValueError:  # NB: not a JSONDecodeError: an integer Python will not convert
             raise InputError(TOO_MANY_DIGITS, path=path, line=number) from None
