@@ -9,6 +9,11 @@ data into the loop; they only set the eval's wake-up event, so a missed or dupli
 event cannot change what is counted. Deleting an eval releases its pods' finalizers
 (`on.delete`), so garbage collection can remove them.
 
+Like a Job, a finished eval carries no finalizer: kopf holds its finalizer only for a
+running daemon, and the daemon runs only while the eval's status is not final (`when=`),
+so a finished eval can be deleted with no operator running. Its metrics come from its
+watch events instead (`on_eval_event`), also after a restart.
+
 kopf keeps its own bookkeeping in `passhat.dev/` annotations and never writes `status`,
 which belongs to the loop. `configure()` must be called before kopf starts (the
 `passhat operator` command does it); `OperatorRuntime` holds what the handlers share.
@@ -36,12 +41,13 @@ from passhat.operator.kube import PLURAL, Kube, OperatorApi, load_client_config
 from passhat.operator.loop import EvalLoop, PassState, Recorded
 from passhat.operator.pods import FINALIZER, LABEL_EVAL_UID, EvalRef, eval_owner
 from passhat.operator.podwatch import PodWatcher
+from passhat.operator.status import is_terminal
 
 __all__ = ["EVAL_FINALIZER", "OperatorRuntime", "configure", "runtime"]
 
 logger = logging.getLogger(__name__)
 
-# kopf's finalizer on evals (held while the daemon runs and until pods are released).
+# kopf's finalizer on evals (held while the daemon runs, that is until the eval is finished).
 EVAL_FINALIZER = "passhat.dev/operator"
 T = TypeVar("T")
 
@@ -155,12 +161,15 @@ def _release_stranded_at_start(**_: Any) -> None:
 
 
 def release_stranded_pods() -> None:
-    """Let go of trial pods whose eval is gone (released nowhere else); run at start.
+    """Let go of trial pods whose eval is gone or finished (released nowhere else); run at
+    start.
 
     The pod watch releases such a pod only in a namespace where an eval runs. After the
     operator was uninstalled and an eval's finalizer stripped by hand, garbage collection
     deletes its pods, which our finalizer then holds, and their namespace, Terminating,
-    can get no eval that would start a watch: only this sweep at start releases them.
+    can get no eval that would start a watch: only this sweep at start releases them. A
+    finished eval has no daemon to let go of pods its last pass could not release (an API
+    error after the final status write): one pass over it here does.
     """
     held: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
     scopes: list[str | None] = list(runtime.namespaces) or [None]
@@ -173,10 +182,16 @@ def release_stranded_pods() -> None:
     # NB: one eval lookup per eval, not per pod (a big eval may hold thousands)
     for (namespace, uid), metas in held.items():
         owner = eval_owner(metas[0], uid)
-        if owner is None or _eval_exists(namespace, owner, uid):
+        if owner is None:
             continue
-        logger.info("releasing %d trial pods of deleted eval %s/%s", len(metas), namespace, owner)
-        runtime.api.release_pods(namespace, [{"metadata": dict(meta)} for meta in metas])
+        body = _live_eval(namespace, owner, uid)
+        if body is None:
+            logger.info(
+                "releasing %d trial pods of deleted eval %s/%s", len(metas), namespace, owner
+            )
+            runtime.api.release_pods(namespace, [{"metadata": dict(meta)} for meta in metas])
+        elif is_terminal(body.get("status") or {}):
+            _settle_finished(EvalRef(namespace, owner, uid))
 
 
 def _ref(meta: Mapping[str, Any]) -> EvalRef:
@@ -197,7 +212,25 @@ def _on_status(ref: EvalRef, status: Mapping[str, Any]) -> None:
     metrics.observe_status(ref.namespace, ref.name, status)
 
 
-@kopf.daemon(GROUP, VERSION, PLURAL, cancellation_timeout=10.0)
+def _unfinished(status: Mapping[str, Any], **_: Any) -> bool:
+    """The daemon's filter: it runs (and kopf's finalizer is held) until the eval is final.
+
+    When the final status is written, kopf stops the daemon (it returns by itself too) and
+    removes the finalizer; an eval found finished at start gets neither.
+    """
+    return not is_terminal(status)
+
+
+# NB: a stopped daemon (the eval finished or was deleted) is first asked to exit (it does
+# after the pass in flight), and cancelled only after `cancellation_backoff`.
+@kopf.daemon(
+    GROUP,
+    VERSION,
+    PLURAL,
+    cancellation_backoff=10.0,
+    cancellation_timeout=10.0,
+    when=_unfinished,
+)
 async def run_eval(
     meta: kopf.Meta, stopped: kopf.DaemonStopped, logger: kopf.Logger, **_: Any
 ) -> None:
@@ -263,7 +296,9 @@ async def _sleep(
             waiter.cancel()
 
 
-@kopf.on.delete(GROUP, VERSION, PLURAL)
+# NB: optional: a finished eval has no finalizer (see `_unfinished`); a running one is held
+# by its daemon, so this runs for every eval deleted while it runs.
+@kopf.on.delete(GROUP, VERSION, PLURAL, optional=True)
 def release_on_delete(meta: kopf.Meta, logger: kopf.Logger, **_: Any) -> None:
     """Release the finalizers of a deleted eval's pods (garbage collection removes them)."""
     ref = _ref(meta)
@@ -273,19 +308,60 @@ def release_on_delete(meta: kopf.Meta, logger: kopf.Logger, **_: Any) -> None:
         if pods:
             runtime.api.release_pods(ref.namespace, pods)
     logger.info(f"released {len(pods)} trial pods")
+    _forget(ref)
+
+
+def _finished_or_gone(status: Mapping[str, Any], **kwargs: Any) -> bool:
+    """on_eval_event's filter: a running eval's daemon sets its gauges itself (and each of
+    its status writes is an event, which kopf would log a line for)."""
+    return kwargs.get("type") == "DELETED" or is_terminal(status)
+
+
+@kopf.on.event(GROUP, VERSION, PLURAL, when=_finished_or_gone)
+def on_eval_event(event: kopf.RawEvent, meta: kopf.Meta, status: kopf.Status, **_: Any) -> None:
+    """Every watch event of an eval (kopf's initial listing too): see `eval_event`."""
+    eval_event(event.get("type"), _ref(meta), status)
+
+
+def eval_event(kind: str | None, ref: EvalRef, status: Mapping[str, Any]) -> None:
+    """A finished eval's gauges (no daemon writes them after a restart); a deleted eval's
+    series and bookkeeping dropped (a finished one goes without `on.delete`)."""
+    if kind == "DELETED":
+        _forget(ref)
+    elif is_terminal(status):
+        metrics.observe_status(ref.namespace, ref.name, status)
+
+
+def _forget(ref: EvalRef) -> None:
     metrics.forget_eval(ref.namespace, ref.name)
     events.RETRY_LIMITER.forget(ref.namespace, ref.name)
     runtime.forget(ref.uid)
 
 
 def _release_orphan(namespace: str, meta: Mapping[str, Any], uid: str) -> None:
-    """A deleted pod whose eval is gone (e.g. its finalizer was stripped): let it go."""
+    """A deleted pod with no daemon to wake: let it go if its eval is gone (e.g. its
+    finalizer was stripped); settle its eval if that is finished."""
     owner = eval_owner(meta, uid)
-    if owner is not None and not _eval_exists(namespace, owner, uid):
+    if owner is None:
+        return
+    body = _live_eval(namespace, owner, uid)
+    if body is None:
         logger.info("releasing orphaned trial pod %s/%s", namespace, meta.get("name"))
         runtime.api.release_pods(namespace, [{"metadata": dict(meta)}])
+    elif is_terminal(body.get("status") or {}):
+        _settle_finished(EvalRef(namespace, owner, uid))
 
 
-def _eval_exists(namespace: str, name: str, uid: str) -> bool:
+def _live_eval(namespace: str, name: str, uid: str) -> dict[str, Any] | None:
+    """The eval `name` if it is still the one with `uid`."""
     body = runtime.api.get_eval(namespace, name)
-    return body is not None and (body.get("metadata") or {}).get("uid") == uid
+    if body is None or (body.get("metadata") or {}).get("uid") != uid:
+        return None
+    return body
+
+
+def _settle_finished(ref: EvalRef) -> None:
+    """One pass over a finished eval, which lets its leftover pods go (the pass keeps the
+    recorded ones, releases the rest); nothing else runs for a finished eval."""
+    with runtime.lock(ref.uid):
+        EvalLoop(runtime.api, ref, config=runtime.config, post_event=events.post).run_pass()

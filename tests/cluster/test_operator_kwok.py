@@ -37,6 +37,7 @@ from tests.cluster.operator_helpers import (
 )
 
 FINALIZER = "passhat.dev/trial-accounting"
+EVAL_FINALIZER = "passhat.dev/operator"  # kopf's, on a running eval
 
 
 def script(task: int, trial: int, attempt: int) -> int:
@@ -226,7 +227,9 @@ def test_finished_pods_are_kept_until_the_eval_is_deleted(
     wait_for: Callable[..., Any],
 ) -> None:
     """Every attempt's pod (the retried infra error's too) stays, released and labelled
-    recorded; deleting one by hand changes nothing; the eval's deletion removes the rest."""
+    recorded; deleting one by hand changes nothing; the finished eval carries no finalizer
+    (like a Job), so it is deleted with no operator running, and its deletion removes the
+    rest."""
 
     def retry_first(task: int, trial: int, attempt: int) -> int:
         return 75 if (task, trial, attempt) == (0, 0, 0) else 0
@@ -259,9 +262,22 @@ def test_finished_pods_are_kept_until_the_eval_is_deleted(
     assert after is not None and after["status"] == body["status"]
     assert len(trial_pods(core_v1, namespace)) == len(pods) - 1
 
+    def finalizers() -> list[str]:
+        body = get_eval(api_client, namespace, "kept")
+        assert body is not None
+        return list(body["metadata"].get("finalizers") or [])
+
+    wait_for(lambda: EVAL_FINALIZER not in finalizers(), 60, "kopf's finalizer to go")
+    # An eval finished under an older passhat kept the finalizer: the operator drops it.
+    client.CustomObjectsApi(api_client).patch_namespaced_custom_object(
+        "passhat.dev", "v1alpha1", namespace, "consistencyevals", "kept",
+        {"metadata": {"finalizers": [EVAL_FINALIZER]}},
+    )  # fmt: skip
+    wait_for(lambda: EVAL_FINALIZER not in finalizers(), 60, "the old finalizer to go")
+    operator.assert_running()
+    operator.stop()
     client.CustomObjectsApi(api_client).delete_namespaced_custom_object(
         "passhat.dev", "v1alpha1", namespace, "consistencyevals", "kept"
     )
-    wait_for(lambda: get_eval(api_client, namespace, "kept") is None, 300, "the eval to be gone")
+    wait_for(lambda: get_eval(api_client, namespace, "kept") is None, 60, "the eval to be gone")
     wait_for(lambda: not trial_pods(core_v1, namespace), 300, "its kept pods to be collected")
-    operator.assert_running()

@@ -27,6 +27,7 @@ from tests.cluster.operator_helpers import (
     Scripter,
     create_eval,
     eval_manifest,
+    get_eval,
     install_crd,
     wait_for_condition,
 )
@@ -200,10 +201,45 @@ def test_events_tell_retries_and_completion(
     assert counts["Completed"] == 1
 
 
+def test_a_restarted_operator_serves_the_finished_evals_gauges(
+    scored: Scored, api_client: client.ApiClient, wait_for: Callable[..., Any]
+) -> None:
+    """No daemon runs for a finished eval, so no status write sets its gauges after a
+    restart: its watch event does. And kopf puts no finalizer back on it."""
+    old_port = scored.port
+    scored.operator.stop()
+    scored.operator.start()
+    # NB: the log is appended to; the restarted process logs its own (random) port
+    scored.port = wait_for(
+        lambda: (port := metrics_port(scored.operator)) != old_port and port,
+        120,
+        "the restarted operator's metrics port",
+    )
+    labels = {"namespace": scored.namespace, "eval": "scored"}
+    status = scored.body["status"]
+
+    def gauges() -> dict[int, float] | None:
+        samples = scrape(scored.port)
+        found = {
+            row["k"]: sample(samples, "passhat_pass_hat_k", **labels, k=str(row["k"]))
+            for row in status["summary"]["byK"]
+        }
+        return None if None in found.values() else found  # type: ignore[return-value]
+
+    found = wait_for(gauges, 120, "the finished eval's gauges on the restarted operator")
+    assert found == {row["k"]: pytest.approx(row["passHatK"]) for row in status["summary"]["byK"]}
+    assert sample(scrape(scored.port), "passhat_flaky_tasks", **labels) == 3
+    body = get_eval(api_client, scored.namespace, "scored")
+    assert body is not None and "passhat.dev/operator" not in (
+        body["metadata"].get("finalizers") or []
+    )
+
+
 def test_deleting_the_eval_drops_its_series(
     scored: Scored, api_client: client.ApiClient, wait_for: Callable[..., Any]
 ) -> None:
-    """Once the eval is deleted, none of its series remain on /metrics."""
+    """Once the eval is deleted, none of its series remain on /metrics (a finished eval has
+    no finalizer: its DELETED watch event drops them)."""
     client.CustomObjectsApi(api_client).delete_namespaced_custom_object(
         "passhat.dev", "v1alpha1", scored.namespace, "consistencyevals", "scored"
     )

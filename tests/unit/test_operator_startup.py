@@ -10,9 +10,10 @@ from typing import Any
 import kopf
 import pytest
 
+from passhat import metrics
 from passhat.operator import handlers
 from passhat.operator.config import OperatorConfig
-from passhat.operator.pods import FINALIZER, LABEL_EVAL_UID
+from passhat.operator.pods import FINALIZER, LABEL_EVAL_UID, EvalRef
 
 
 @pytest.fixture
@@ -96,3 +97,123 @@ def test_pods_whose_eval_is_gone_are_released_at_start(
         handlers.runtime._api = None
     assert sorted(api.released) == ["gone-a0", "gone-a1", "reused-a0"]
     assert sorted(api.lookups) == [("ns", "gone"), ("ns", "live"), ("ns", "reused")]
+
+
+FINISHED = {"phase": "Succeeded", "conditions": [{"type": "Complete", "status": "True"}]}
+STOPPED = {"phase": "Failed", "conditions": [{"type": "ConfigError", "status": "True"}]}
+
+
+@pytest.mark.parametrize(
+    ("status", "runs"),
+    [
+        ({}, True),
+        ({"phase": "Running"}, True),
+        ({"phase": "Pending", "conditions": [{"type": "ConfigError", "status": "True"}]}, True),
+        ({"phase": "Failed", "conditions": [{"type": "Complete", "status": "True"}]}, False),
+        (FINISHED, False),
+        (STOPPED, False),
+    ],
+)
+def test_the_daemon_runs_only_while_the_eval_is_unfinished(
+    status: dict[str, Any], runs: bool
+) -> None:
+    """kopf holds its finalizer only for a running daemon, so a finished eval has none (like
+    a Job) and can be deleted without an operator; a ConfigError that a fixed ConfigMap can
+    still clear (Pending) keeps it running."""
+    assert handlers._unfinished(status=status) is runs
+
+
+def test_kopf_holds_the_eval_finalizer_only_for_the_daemon() -> None:
+    """The deletion handler is optional, the daemon is filtered by `_unfinished`: no other
+    handler makes kopf put its finalizer on an eval."""
+    registry = kopf.get_default_registry()
+    changing = [h for h in registry._changing.get_all_handlers() if h.requires_finalizer]
+    assert changing == []
+    (daemon,) = registry._spawning.get_all_handlers()
+    assert daemon.when is handlers._unfinished
+
+
+class FinishedApi(StrandedApi):
+    """Adds an existing finished eval whose last pass left one pod held."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.settled: list[tuple[list[str], list[str]]] = []
+
+    def list_held_pods(self, namespace: str | None) -> list[dict[str, Any]]:
+        pod = {
+            "metadata": {
+                "name": "done-a0",
+                "namespace": "ns",
+                "labels": {LABEL_EVAL_UID: "u-done"},
+                "finalizers": [FINALIZER],
+                "ownerReferences": [{"name": "done", "uid": "u-done", "controller": True}],
+            }
+        }
+        return [*super().list_held_pods(namespace), pod]
+
+    def get_eval(self, namespace: str, name: str) -> dict[str, Any] | None:
+        if name == "done":
+            self.lookups.append((namespace, name))
+            meta = {"name": name, "namespace": namespace, "uid": "u-done"}
+            return {"metadata": meta, "status": FINISHED}
+        return super().get_eval(namespace, name)
+
+    def list_pods(self, namespace: str, uid: str) -> list[dict[str, Any]]:
+        return [pod for pod in self.list_held_pods(None) if pod["metadata"]["name"] == "done-a0"]
+
+    def settle(
+        self,
+        namespace: str,
+        *,
+        keep: Sequence[Mapping[str, Any]],
+        release: Sequence[Mapping[str, Any]],
+        create: Sequence[Mapping[str, Any]],
+    ) -> list[str]:
+        assert not create
+        names = [[pod["metadata"]["name"] for pod in pods] for pods in (keep, release)]
+        self.settled.append((names[0], names[1]))
+        return []
+
+
+def test_pods_a_finished_eval_left_held_are_settled_at_start(
+    served: Callable[[list[str]], None],
+) -> None:
+    """A finished eval has no daemon; its leftovers get one pass at start, which lets them
+    go (this pod ran nothing the ledger holds, so it is released, not kept)."""
+    served([])
+    api = FinishedApi()
+    handlers.runtime.set_api(api)  # type: ignore[arg-type]
+    try:
+        handlers.release_stranded_pods()
+    finally:
+        handlers.runtime._api = None
+    assert sorted(api.released) == ["gone-a0", "gone-a1", "reused-a0"]
+    assert api.settled == [([], ["done-a0"])]
+
+
+def test_eval_events_set_a_finished_evals_gauges_and_drop_a_deleted_evals(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """After a restart no daemon writes a finished eval's status, so its watch events set
+    its gauges; a deleted eval (a finished one goes without `on.delete`) is forgotten."""
+    seen: list[tuple[str, str, str]] = []
+    monkeypatch.setattr(
+        metrics,
+        "observe_status",
+        lambda namespace, name, status: seen.append(("observe", namespace, name)),
+    )
+    monkeypatch.setattr(
+        metrics, "forget_eval", lambda namespace, name: seen.append(("forget", namespace, name))
+    )
+    ref = EvalRef("ns", "e", "u")
+    for kind, status in ((None, FINISHED), ("MODIFIED", {"phase": "Running"}), ("DELETED", {})):
+        handlers.eval_event(kind, ref, status)
+    assert seen == [("observe", "ns", "e"), ("forget", "ns", "e")]
+
+
+def test_only_finished_or_deleted_evals_events_reach_the_handler() -> None:
+    """A running eval's status writes are events too; its daemon already set the gauges."""
+    assert handlers._finished_or_gone(status=FINISHED, type=None)
+    assert handlers._finished_or_gone(status={"phase": "Running"}, type="DELETED")
+    assert not handlers._finished_or_gone(status={"phase": "Running"}, type="MODIFIED")
