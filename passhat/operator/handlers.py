@@ -353,9 +353,14 @@ def _release_orphan(namespace: str, meta: Mapping[str, Any], uid: str) -> None:
 
 
 def _live_eval(namespace: str, name: str, uid: str) -> dict[str, Any] | None:
-    """The eval `name` if it is still the one with `uid`."""
+    """The eval `name` if it is still the one with `uid` and not being deleted.
+
+    NB: a finished eval being deleted has no finalizer, so `on.delete` does not run for
+    it, and a pass over it does nothing: its held pods are let go like a gone eval's.
+    """
     body = runtime.api.get_eval(namespace, name)
-    if body is None or (body.get("metadata") or {}).get("uid") != uid:
+    meta = (body or {}).get("metadata") or {}
+    if body is None or meta.get("uid") != uid or meta.get("deletionTimestamp"):
         return None
     return body
 

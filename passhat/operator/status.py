@@ -223,6 +223,10 @@ def config_error_status(
     """
     status = {key: value for key, value in previous.items() if key != "conditions"}
     status["phase"] = PHASE_FAILED if terminal else PHASE_PENDING
+    progress = previous.get("progress")
+    if terminal and isinstance(progress, Mapping):
+        # NB: a stopped eval's pods are all let go (live ones deleted): none runs any more
+        status["progress"] = {**progress, "running": 0}
     status["observedGeneration"] = generation
     status["message"] = message
     status["conditions"] = _set(

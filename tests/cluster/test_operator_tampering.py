@@ -146,3 +146,63 @@ def test_pods_stranded_without_the_operator_are_released_at_its_start(
     )
     operator.start()
     wait_for(lambda: not trial_pods(core_v1, namespace), 120, "the stranded pods released and gone")
+
+
+@pytest.mark.parametrize("when", ["foreground", "operator-down"])
+def test_a_finished_evals_held_pod_is_released_when_the_eval_is_deleted(
+    when: str,
+    operator: OperatorProcess,
+    api_client: client.ApiClient,
+    core_v1: client.CoreV1Api,
+    namespace: str,
+    wait_for: Callable[..., Any],
+) -> None:
+    """A finished eval whose last pass could not let one pod go (here: the pod is given its
+    finalizer back and loses its recorded label) is deleted: `foreground` with the operator
+    running (the pod blocks the eval's deletion), or with the operator down after it was
+    killed before kopf dropped its finalizer. No `on.delete` runs for a finished eval and a
+    pass over a deleted one does nothing: the pod watch, or the sweep at start, must still
+    let the pod go, and the eval must go."""
+    custom = client.CustomObjectsApi(api_client)
+    create_eval(api_client, namespace, eval_manifest("held", tasks=2, trials=1, parallelism=2))
+    with Scripter(core_v1, namespace, lambda task, trial, attempt: 0):
+        wait_for_condition(
+            api_client, namespace, "held", "Complete", timeout=300, operator=operator
+        )
+
+    def settled() -> bool:
+        pods = trial_pods(core_v1, namespace)
+        return len(pods) == 2 and all(not p["metadata"].get("finalizers") for p in pods)
+
+    wait_for(settled, 120, "both kept pods released")
+    name = trial_pods(core_v1, namespace)[0]["metadata"]["name"]
+    held = {"metadata": {"labels": {RECORDED_LABEL: None}, "finalizers": [TRIAL_FINALIZER]}}
+    if when == "foreground":
+        core_v1.patch_namespaced_pod(name, namespace, held)
+        custom.delete_namespaced_custom_object(
+            "passhat.dev", "v1alpha1", namespace, "consistencyevals", "held",
+            body=client.V1DeleteOptions(propagation_policy="Foreground"),
+        )  # fmt: skip
+    else:
+        operator.kill()
+        core_v1.patch_namespaced_pod(name, namespace, held)
+        custom.patch_namespaced_custom_object(
+            "passhat.dev", "v1alpha1", namespace, "consistencyevals", "held",
+            {"metadata": {"finalizers": ["passhat.dev/operator"]}},
+        )  # fmt: skip
+        custom.delete_namespaced_custom_object(
+            "passhat.dev", "v1alpha1", namespace, "consistencyevals", "held"
+        )
+        operator.start()
+
+    def gone() -> bool:
+        try:
+            custom.get_namespaced_custom_object(
+                "passhat.dev", "v1alpha1", namespace, "consistencyevals", "held"
+            )
+        except client.ApiException as err:
+            return err.status == 404 and not trial_pods(core_v1, namespace)
+        return False
+
+    wait_for(gone, 120, "the eval and its pods to be gone")
+    operator.assert_running()

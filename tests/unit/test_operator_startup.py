@@ -192,6 +192,31 @@ def test_pods_a_finished_eval_left_held_are_settled_at_start(
     assert api.settled == [([], ["done-a0"])]
 
 
+def test_pods_of_a_finished_eval_being_deleted_are_released_at_start(
+    served: Callable[[list[str]], None],
+) -> None:
+    """A finished eval being deleted gets no `on.delete` (no finalizer needs it) and a pass
+    over it does nothing: its held pods are released like a gone eval's."""
+    served([])
+    api = FinishedApi()
+    get_eval = api.get_eval
+
+    def deleting(namespace: str, name: str) -> dict[str, Any] | None:
+        body = get_eval(namespace, name)
+        if body is not None and name == "done":
+            body["metadata"]["deletionTimestamp"] = "2026-12-03T12:00:00Z"
+        return body
+
+    api.get_eval = deleting  # type: ignore[method-assign]
+    handlers.runtime.set_api(api)  # type: ignore[arg-type]
+    try:
+        handlers.release_stranded_pods()
+    finally:
+        handlers.runtime._api = None
+    assert sorted(api.released) == ["done-a0", "gone-a0", "gone-a1", "reused-a0"]
+    assert api.settled == []
+
+
 def test_eval_events_set_a_finished_evals_gauges_and_drop_a_deleted_evals(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

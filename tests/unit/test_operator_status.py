@@ -140,3 +140,15 @@ def test_config_error_status_names_the_field_and_is_terminal_only_when_told() ->
         previous={}, message="m", reason="TasksUnavailable", terminal=False, generation=1, now=NOW
     )
     assert waiting["phase"] == "Pending" and not is_terminal(waiting)
+
+
+def test_a_stopped_eval_runs_nothing_in_its_status() -> None:
+    """A terminal ConfigError lets every pod go (live ones deleted): progress.running is 0
+    (it was copied from before, and a restarted operator's gauge showed it); a waiting one
+    keeps its count."""
+    previous = {"progress": {"done": 3, "running": 2, "pending": 5, "retries": 1}}
+    for terminal, running in ((True, 0), (False, 2)):
+        status = config_error_status(
+            previous=previous, message="m", reason="r", terminal=terminal, generation=1, now=NOW
+        )
+        assert status["progress"] == {**previous["progress"], "running": running}
