@@ -83,6 +83,15 @@ class StrandedApi:
         self.released += [pod["metadata"]["name"] for pod in pods]
 
 
+def sweep(api: StrandedApi) -> None:
+    """Run the operator's start-up sweep against `api`."""
+    handlers.runtime.set_api(api)  # type: ignore[arg-type]
+    try:
+        handlers.release_stranded_pods()
+    finally:
+        handlers.runtime._api = None
+
+
 def test_pods_whose_eval_is_gone_are_released_at_start(
     served: Callable[[list[str]], None],
 ) -> None:
@@ -90,11 +99,7 @@ def test_pods_whose_eval_is_gone_are_released_at_start(
     with one lookup per eval; those of a live eval and those nothing holds are not."""
     served([])
     api = StrandedApi()
-    handlers.runtime.set_api(api)  # type: ignore[arg-type]
-    try:
-        handlers.release_stranded_pods()
-    finally:
-        handlers.runtime._api = None
+    sweep(api)
     assert sorted(api.released) == ["gone-a0", "gone-a1", "reused-a0"]
     assert sorted(api.lookups) == [("ns", "gone"), ("ns", "live"), ("ns", "reused")]
 
@@ -134,10 +139,12 @@ def test_kopf_holds_the_eval_finalizer_only_for_the_daemon() -> None:
 
 
 class FinishedApi(StrandedApi):
-    """Adds an existing finished eval whose last pass left one pod held."""
+    """Adds an existing finished eval whose last pass left one pod held (or, `deleting`, a
+    finished eval being deleted)."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, deleting: bool = False) -> None:
         super().__init__()
+        self.deleting = deleting
         self.settled: list[tuple[list[str], list[str]]] = []
 
     def list_held_pods(self, namespace: str | None) -> list[dict[str, Any]]:
@@ -156,6 +163,8 @@ class FinishedApi(StrandedApi):
         if name == "done":
             self.lookups.append((namespace, name))
             meta = {"name": name, "namespace": namespace, "uid": "u-done"}
+            if self.deleting:
+                meta["deletionTimestamp"] = "2026-12-03T12:00:00Z"
             return {"metadata": meta, "status": FINISHED}
         return super().get_eval(namespace, name)
 
@@ -183,11 +192,7 @@ def test_pods_a_finished_eval_left_held_are_settled_at_start(
     go (this pod ran nothing the ledger holds, so it is released, not kept)."""
     served([])
     api = FinishedApi()
-    handlers.runtime.set_api(api)  # type: ignore[arg-type]
-    try:
-        handlers.release_stranded_pods()
-    finally:
-        handlers.runtime._api = None
+    sweep(api)
     assert sorted(api.released) == ["gone-a0", "gone-a1", "reused-a0"]
     assert api.settled == [([], ["done-a0"])]
 
@@ -198,21 +203,8 @@ def test_pods_of_a_finished_eval_being_deleted_are_released_at_start(
     """A finished eval being deleted gets no `on.delete` (no finalizer needs it) and a pass
     over it does nothing: its held pods are released like a gone eval's."""
     served([])
-    api = FinishedApi()
-    get_eval = api.get_eval
-
-    def deleting(namespace: str, name: str) -> dict[str, Any] | None:
-        body = get_eval(namespace, name)
-        if body is not None and name == "done":
-            body["metadata"]["deletionTimestamp"] = "2026-12-03T12:00:00Z"
-        return body
-
-    api.get_eval = deleting  # type: ignore[method-assign]
-    handlers.runtime.set_api(api)  # type: ignore[arg-type]
-    try:
-        handlers.release_stranded_pods()
-    finally:
-        handlers.runtime._api = None
+    api = FinishedApi(deleting=True)
+    sweep(api)
     assert sorted(api.released) == ["done-a0", "gone-a0", "gone-a1", "reused-a0"]
     assert api.settled == []
 
