@@ -157,9 +157,10 @@ def test_upgrade_rolls_the_operator_and_keeps_status(
 
 
 def test_uninstall_removes_the_operator_keeps_the_crd(
-    release: Release, cluster: Any, kubectl: Callable[..., str]
+    release: Release, cluster: Any, kubectl: Callable[..., str], wait_for: Callable[..., Any]
 ) -> None:
-    """`helm uninstall` removes the release's objects; the CRD (and so user data) stays."""
+    """`helm uninstall` removes the release's objects; the CRD (and so user data) stays;
+    a finished eval carries no finalizer, so it can be deleted with no operator left."""
     run(
         ["helm", "uninstall", release.name, "-n", release.namespace, "--wait"],
         cluster.env(),
@@ -171,3 +172,11 @@ def test_uninstall_removes_the_operator_keeps_the_crd(
     assert release.fullname not in roles
     kubectl("get", "crd", "consistencyevals.passhat.dev")
     assert get_eval(kubectl, release.evals_namespace, EVAL)["status"]["summary"]
+    ns = release.evals_namespace
+    kubectl("delete", "ceval", EVAL, "-n", ns, "--wait=true", "--timeout=60s")
+
+    def trial_pods_left() -> bool:
+        selector = f"passhat.dev/eval={EVAL}"
+        return not kubectl("get", "pods", "-n", ns, "-l", selector, "-o", "name")
+
+    wait_for(trial_pods_left, 120, "the deleted eval's kept pods to be collected")
