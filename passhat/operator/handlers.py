@@ -199,17 +199,27 @@ def _ref(meta: Mapping[str, Any]) -> EvalRef:
 
 
 def _on_recorded(ref: EvalRef, item: Recorded) -> None:
-    metrics.observe_trial(
-        ref.namespace,
-        ref.name,
-        outcome=str(item.verdict.outcome),
-        reason=item.verdict.reason,
-        duration_s=item.duration_s,
-    )
+    if _daemon_runs(ref):
+        metrics.observe_trial(
+            ref.namespace,
+            ref.name,
+            outcome=str(item.verdict.outcome),
+            reason=item.verdict.reason,
+            duration_s=item.duration_s,
+        )
 
 
 def _on_status(ref: EvalRef, status: Mapping[str, Any]) -> None:
-    metrics.observe_status(ref.namespace, ref.name, status)
+    if _daemon_runs(ref):
+        metrics.observe_status(ref.namespace, ref.name, status)
+
+
+def _daemon_runs(ref: EvalRef) -> bool:
+    """Whether the eval's daemon is still registered. NB: kopf drops its finalizer when it
+    sees the final status, so the eval can be deleted (and its series dropped by
+    `_forget`) while the pass that wrote that status still reports; it must not bring
+    them back."""
+    return ref.uid in runtime.wakers
 
 
 def _unfinished(status: Mapping[str, Any], **_: Any) -> bool:

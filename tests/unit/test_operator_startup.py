@@ -234,3 +234,24 @@ def test_only_finished_or_deleted_evals_events_reach_the_handler() -> None:
     assert handlers._finished_or_gone(status=FINISHED, type=None)
     assert handlers._finished_or_gone(status={"phase": "Running"}, type="DELETED")
     assert not handlers._finished_or_gone(status={"phase": "Running"}, type="MODIFIED")
+
+
+def test_a_pass_in_flight_brings_no_series_of_a_forgotten_eval_back(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """kopf drops its finalizer on the final status, so the eval may be deleted (and its
+    series dropped) before the pass that wrote that status reports it: it is not observed
+    once the eval is forgotten."""
+    seen: list[str] = []
+    monkeypatch.setattr(
+        metrics, "observe_status", lambda namespace, name, status: seen.append(name)
+    )
+    ref = EvalRef("ns", "e", "u-forget")
+    handlers.runtime.wakers[ref.uid] = (None, None)  # type: ignore[assignment]
+    try:
+        handlers._on_status(ref, FINISHED)
+        handlers.eval_event("DELETED", ref, {})
+        handlers._on_status(ref, FINISHED)
+    finally:
+        handlers.runtime.wakers.pop(ref.uid, None)
+    assert seen == ["e"]
