@@ -181,17 +181,7 @@ def release_stranded_pods() -> None:
                 held.setdefault((str(meta.get("namespace") or namespace), uid), []).append(meta)
     # NB: one eval lookup per eval, not per pod (a big eval may hold thousands)
     for (namespace, uid), metas in held.items():
-        owner = eval_owner(metas[0], uid)
-        if owner is None:
-            continue
-        body = _live_eval(namespace, owner, uid)
-        if body is None:
-            logger.info(
-                "releasing %d trial pods of deleted eval %s/%s", len(metas), namespace, owner
-            )
-            runtime.api.release_pods(namespace, [{"metadata": dict(meta)} for meta in metas])
-        elif is_terminal(body.get("status") or {}):
-            _settle_finished(EvalRef(namespace, owner, uid))
+        _release_unserved(namespace, uid, metas)
 
 
 def _ref(meta: Mapping[str, Any]) -> EvalRef:
@@ -349,15 +339,20 @@ def _forget(ref: EvalRef) -> None:
 
 
 def _release_orphan(namespace: str, meta: Mapping[str, Any], uid: str) -> None:
-    """A deleted pod with no daemon to wake: let it go if its eval is gone (e.g. its
-    finalizer was stripped); settle its eval if that is finished."""
-    owner = eval_owner(meta, uid)
+    """A deleted pod with no daemon to wake (the pod watch's `on_orphan`)."""
+    _release_unserved(namespace, uid, [meta])
+
+
+def _release_unserved(namespace: str, uid: str, metas: Sequence[Mapping[str, Any]]) -> None:
+    """Held pods of eval `uid` that no daemon serves: let them go if the eval is gone or
+    being deleted (e.g. its finalizer was stripped); settle the eval if it is finished."""
+    owner = eval_owner(metas[0], uid)
     if owner is None:
         return
     body = _live_eval(namespace, owner, uid)
     if body is None:
-        logger.info("releasing orphaned trial pod %s/%s", namespace, meta.get("name"))
-        runtime.api.release_pods(namespace, [{"metadata": dict(meta)}])
+        logger.info("releasing %d trial pods of deleted eval %s/%s", len(metas), namespace, owner)
+        runtime.api.release_pods(namespace, [{"metadata": dict(meta)} for meta in metas])
     elif is_terminal(body.get("status") or {}):
         _settle_finished(EvalRef(namespace, owner, uid))
 
