@@ -28,6 +28,7 @@ from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
 from tests.cluster.kube_helpers import as_body
+from tests.cluster.operator_helpers import OperatorProcess, operator_in
 
 REPO = Path(__file__).resolve().parents[2]
 CLUSTER_DIR = REPO / ".cluster"
@@ -202,6 +203,16 @@ def namespace(core_v1: client.CoreV1Api, request: pytest.FixtureRequest) -> Iter
     """A fresh namespace for this test; deleted (pods' finalizers stripped) afterwards."""
     with fresh_namespace(core_v1, _namespace_name(request.node.name)) as name:
         yield name
+
+
+@pytest.fixture
+def operator(
+    cluster: Cluster, kubectl: Callable[..., str], namespace: str, tmp_path: Path
+) -> Iterator[OperatorProcess]:
+    """A running operator scoped to this test's namespace (CRD installed); its log in
+    tmp_path. A module that needs other settings defines its own `operator`."""
+    with operator_in(cluster, kubectl, namespace, tmp_path / "operator.log") as process:
+        yield process
 
 
 @contextmanager

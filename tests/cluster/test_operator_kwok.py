@@ -10,8 +10,7 @@ from __future__ import annotations
 import random
 import subprocess
 import time
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -30,7 +29,6 @@ from tests.cluster.operator_helpers import (
     held_pods,
     kept_attempts,
     ledger_attempts,
-    operator_in,
     progress_done,
     trial_pods,
     wait_for_condition,
@@ -46,16 +44,6 @@ def script(task: int, trial: int, attempt: int) -> int:
     if draw < 0.15:
         return 75
     return 0 if draw < 0.15 + 0.85 * ((task % 5) + 1) / 6 else 1
-
-
-@pytest.fixture
-def operator(
-    cluster: Any, kubectl: Callable[..., str], namespace: str, tmp_path: Path
-) -> Iterator[OperatorProcess]:
-    """A running operator scoped to this test's namespace (CRD installed)."""
-    log = tmp_path / "operator.log"
-    with operator_in(cluster, kubectl, namespace, log) as process:
-        yield process
 
 
 def assert_exact(

@@ -9,8 +9,7 @@ that was taken) and keeping its finalizer after the eval was deleted.
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -26,20 +25,9 @@ from tests.cluster.operator_helpers import (
     Scripter,
     create_eval,
     eval_manifest,
-    operator_in,
     trial_pods,
     wait_for_condition,
 )
-
-
-@pytest.fixture
-def operator(
-    cluster: Any, kubectl: Callable[..., str], namespace: str, tmp_path: Path
-) -> Iterator[OperatorProcess]:
-    """A running operator scoped to this test's namespace (CRD installed)."""
-    log = tmp_path / "operator.log"
-    with operator_in(cluster, kubectl, namespace, log) as process:
-        yield process
 
 
 def _named(core: client.CoreV1Api, namespace: str, suffix: str) -> dict[str, Any]:
