@@ -13,7 +13,14 @@ and the split: passhat_fixed_seconds, bare_fixed_seconds (one-trial runs),
 passhat_per_trial_ms, bare_per_trial_ms ((N-trial run - one-trial run) / (N - 1)) and
 per_trial_ratio.
 
+`--floor` adds a third side, the least any `passhat run` must do: load and validate the
+eval file with passhat's own loader (the spec must be valid before a trial starts), then
+the same bare loop; no sandbox, journal, transcript or report. The JSON line then also has
+floor_seconds, floor_ratio (floor / bare) and floor_fixed_seconds (one trial). A ratio
+target below floor_ratio cannot be met by any runner that validates its spec that way.
+
     python bench/local_overhead.py --trials 1000 --parallelism 4
+    python bench/local_overhead.py --trials 1000 --parallelism 4 --floor
     python bench/local_overhead.py --trials 1000 --parallelism 4 --sleep 0.05
     TMPDIR=/dev/shm python bench/local_overhead.py --trials 10000
 
@@ -54,6 +61,10 @@ with ThreadPoolExecutor(parallelism) as pool:
     codes = list(pool.map(lambda _: subprocess.run(cmd).returncode, range(trials)))
 sys.exit(1 if any(codes) else 0)
 """
+# The floor (`--floor`): what every `passhat run` must do before its first trial, and nothing
+# more: load and validate the eval file with passhat's own loader (YAML, the pydantic
+# models of `passhat.api`), then the bare loop. No sandbox, journal, transcript or report.
+FLOOR = "import sys\nfrom passhat.api.load import load_eval\nload_eval(sys.argv.pop(1))\n" + BARE
 TRIALS_PER_TASK = 10
 
 
@@ -117,6 +128,11 @@ def main(argv: list[str] | None = None) -> int:
         help="before each repeat, wait until the 1-minute load average is below LOAD",
     )
     parser.add_argument(
+        "--floor",
+        action="store_true",
+        help="also time the floor: passhat's spec loading followed by the bare loop",
+    )
+    parser.add_argument(
         "--no-compile",
         action="store_true",
         help="do not compile passhat's bytecode first (measure it as found)",
@@ -127,7 +143,8 @@ def main(argv: list[str] | None = None) -> int:
     command = ["sleep", f"{args.sleep:g}"] if args.sleep > 0 else ["true"]
     spec = eval_spec(args.trials, args.parallelism, command)
     total = len(spec["spec"]["tasks"]) * spec["spec"]["trials"]  # type: ignore[index]
-    times: dict[str, list[float]] = {"passhat": [], "bare": [], "passhat1": [], "bare1": []}
+    sides = ["passhat", "bare", *(["floor"] if args.floor else [])]
+    times: dict[str, list[float]] = {side + n: [] for side in sides for n in ("", "1")}
     with tempfile.TemporaryDirectory(prefix="passhat-bench-") as tmp:
         argvs: dict[str, list[str]] = {}
         for label, trials in (("", args.trials), ("1", 1)):
@@ -139,10 +156,12 @@ def main(argv: list[str] | None = None) -> int:
             argvs["passhat" + label] += ["--format", "json", "--quiet", "--out"]
             argvs["bare" + label] = [sys.executable, "-c", BARE, str(count), str(args.parallelism)]
             argvs["bare" + label] += command
+            argvs["floor" + label] = [sys.executable, "-c", FLOOR, str(eval_path)]
+            argvs["floor" + label] += argvs["bare" + label][3:]
         for repeat in range(args.repeat):
             if args.wait_quiet is not None:
                 wait_quiet(args.wait_quiet)
-            order = ["passhat", "bare", "passhat1", "bare1"]
+            order = [*sides, *(side + "1" for side in sides)]
             for side in order if repeat % 2 == 0 else reversed(order):
                 argv = argvs[side]
                 if side.startswith("passhat"):
@@ -154,10 +173,13 @@ def main(argv: list[str] | None = None) -> int:
                 f"{times['passhat1'][-1]:.3f}s, bare {times['bare1'][-1]:.3f}s)",
                 file=sys.stderr,
             )
+            if args.floor:
+                print(
+                    f"  floor {times['floor'][-1]:.3f}s (one trial: {times['floor1'][-1]:.3f}s)",
+                    file=sys.stderr,
+                )
     med = {side: statistics.median(values) for side, values in times.items()}
-    per_trial = {
-        side: (med[side] - med[side + "1"]) / max(1, total - 1) for side in ("passhat", "bare")
-    }
+    per_trial = {side: (med[side] - med[side + "1"]) / max(1, total - 1) for side in sides}
     result = {
         "trials": total,
         "parallelism": args.parallelism,
@@ -176,6 +198,10 @@ def main(argv: list[str] | None = None) -> int:
         if per_trial["bare"] > 0
         else None,
     }
+    if args.floor:
+        result["floor_seconds"] = round(med["floor"], 3)
+        result["floor_ratio"] = round(med["floor"] / med["bare"], 3)
+        result["floor_fixed_seconds"] = round(med["floor1"], 3)
     print(json.dumps(result))
     return 0
 

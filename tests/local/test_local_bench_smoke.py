@@ -33,6 +33,17 @@ def test_bench_smoke() -> None:
     )
     assert {"trials", "parallelism", "passhat_seconds", "bare_seconds", "ratio"} <= set(result)
     assert result["trials"] == 20 and result["parallelism"] == 2
+    assert "floor_seconds" not in result
+
+
+def test_bench_floor_smoke() -> None:
+    """`--floor` also times passhat's spec loading followed by the bare loop."""
+    result = _last_json(
+        "local_overhead.py", "--trials", "20", "--parallelism", "2", "--repeat", "1", "--floor"
+    )
+    for key in ("floor_seconds", "floor_ratio", "floor_fixed_seconds"):
+        value = result[key]
+        assert isinstance(value, float) and value > 0, key
 
 
 def test_spawn_methods_smoke() -> None:
