@@ -140,8 +140,12 @@ def _rebuild_ledger(
 
 
 def _pool(plan: Plan, stderr: TextIO) -> cgroup.Pool | None:
-    if plan.limits.memory is None and plan.limits.cpu is None:
-        return None
+    """The run's cgroups, wherever this machine lets passhat create them, limits or not.
+
+    Besides enforcing limits, a cgroup is what ends an attempt as a container ends: every
+    process it started is killed with it, also one that left its session (`setsid`, a
+    daemon), which a process-group kill misses; none of it can reach the next trial.
+    """
     hierarchy = cgroup.detect()
     problem = "no writable memory cgroup"
     if hierarchy is not None:

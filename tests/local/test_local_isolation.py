@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
 
+from passhat.local import cgroup
 from tests.local.local_helpers import RunEval, eval_doc, rows
 
 # Trial 0 leaves a file behind; any trial that sees a file fails. The environment is
@@ -63,3 +65,44 @@ def test_odd_trials_do_not_break_the_run(run_eval: RunEval) -> None:
     proc, out = run_eval(eval_doc(script, tasks=["t"], trials=6, parallelism=1))
     assert proc.returncode == 0, proc.stderr
     assert [r["outcome"] for r in rows(out)] == ["pass", "fail", "pass", "fail", "pass", "pass"]
+
+
+# Each trial fails if the daemon of the trial before it still runs (a zombie has ended),
+# then starts its own: `setsid` takes it out of the attempt's session and process group,
+# and the pid file (outside the trial's directory) says which process that is.
+DAEMON = """
+pid=$(cat "$0" 2>/dev/null)
+state=$(cut -d' ' -f3 "/proc/$pid/stat" 2>/dev/null)
+if [ -n "$pid" ] && [ -n "$state" ] && [ "$state" != Z ]; then echo "daemon $pid runs"; exit 1; fi
+setsid sh -c 'echo $$$$ > "$0"; exec sleep 300' "$0" < /dev/null > /dev/null 2>&1 &
+while [ ! -s "$0" ] || [ "$(cat "$0")" = "$pid" ]; do sleep 0.01; done
+"""
+
+
+@pytest.mark.skipif(cgroup.detect() is None, reason="no writable cgroup")
+def test_a_process_that_left_the_session_ends_with_its_attempt(
+    run_eval: RunEval, tmp_path: Path
+) -> None:
+    """With no limits in the spec, the attempt's cgroup still ends all it started, as a
+    container's end does: a daemon never reaches the next trial nor outlives the run."""
+    pid_file = tmp_path / "daemon.pid"
+    doc = eval_doc(DAEMON, tasks=["t"], trials=3, parallelism=1)
+    doc["spec"]["trial"]["template"]["spec"]["containers"][0]["args"] = [str(pid_file)]
+    try:
+        proc, out = run_eval(doc)
+        assert proc.returncode == 0, proc.stderr
+        assert [r["outcome"] for r in rows(out)] == ["pass"] * 3, [
+            (path.name, path.read_text()) for path in (out / "transcripts" / "t").iterdir()
+        ]
+        assert not _running(int(pid_file.read_text()))
+    finally:
+        if pid_file.exists() and _running(pid := int(pid_file.read_text())):
+            os.kill(pid, 9)
+
+
+def _running(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
