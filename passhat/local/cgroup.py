@@ -136,12 +136,12 @@ def _v2_delegates(where: str, controller: str = "memory") -> bool:
     return True
 
 
-def _read_int_field(path: str, key: str) -> int:
-    with open(path) as handle:
-        for line in handle:
-            name, _, value = line.partition(" ")
-            if name == key:
-                return int(value)
+def _int_field(data: bytes, key: bytes) -> int:
+    """The value of the `key value` line in a cgroup file's `data` (0 when absent)."""
+    for line in data.splitlines():
+        name, _, value = line.partition(b" ")
+        if name == key:
+            return int(value)
     return 0
 
 
@@ -156,11 +156,21 @@ def _pid_alive(pid: int) -> bool:
 
 
 def _pids(directory: str) -> list[int]:
+    # NB: opened anew for every read: in v1 an open cgroup.procs keeps serving the pid list
+    # it first read for up to a second. os-level calls, as this runs once per attempt
     try:
-        with open(os.path.join(directory, "cgroup.procs")) as handle:
-            return [int(line) for line in handle if line.strip()]
+        fd = os.open(os.path.join(directory, "cgroup.procs"), os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return []
+    try:
+        data = b""
+        while chunk := os.read(fd, 65536):
+            data += chunk
+        return [int(pid) for pid in data.split()]
     except (OSError, ValueError):
         return []
+    finally:
+        os.close(fd)
 
 
 def empty_out(directory: str, *, timeout: float = 5.0) -> bool:
@@ -187,6 +197,8 @@ class Slot:
     cpu: str | None
     oom_baseline: int = 0
     _fds: list[int] = field(default_factory=list)
+    # NB: the file with the oom_kill counter, kept open: a pread at 0 reads it afresh
+    _oom_fd: int = -1
 
     @property
     def procs_path(self) -> str:
@@ -195,9 +207,12 @@ class Slot:
 
     def oom_kills(self) -> int:
         """The kernel's count of OOM kills in this cgroup since it was created."""
-        if os.path.exists(os.path.join(self.memory, "memory.events")):
-            return _read_int_field(os.path.join(self.memory, "memory.events"), "oom_kill")
-        return _read_int_field(os.path.join(self.memory, "memory.oom_control"), "oom_kill")
+        if self._oom_fd < 0:
+            name = "memory.events"
+            if not os.path.exists(os.path.join(self.memory, name)):
+                name = "memory.oom_control"  # NB: cgroup v1
+            self._oom_fd = os.open(os.path.join(self.memory, name), os.O_RDONLY | os.O_CLOEXEC)
+        return _int_field(os.pread(self._oom_fd, 4096, 0), b"oom_kill")
 
     def pids(self) -> list[int]:
         """The processes still in this cgroup."""
@@ -307,6 +322,9 @@ class Pool:
             for fd in slot._fds:
                 os.close(fd)
             slot._fds = []
+            if slot._oom_fd >= 0:
+                os.close(slot._oom_fd)
+                slot._oom_fd = -1
             for directory in (slot.memory, slot.cpu):
                 if directory is not None:
                     empty_out(directory)
