@@ -5,11 +5,12 @@ pidfd in an epoll, and the loop sleeps until an attempt ends, a timeout or retry
 falls due, or a stop is requested. Attempts are started by a few spawner threads
 (`passhat.local.spawner`) so that their start-up waits overlap. When an attempt ends, the
 whole of it is settled in one place (`_finish`): its process group and cgroup are
-emptied, it is classified (`passhat.trials.classify_exit`), folded into the `SlotLedger`
-(exactly once) and appended to the journal, and a retry is scheduled when the retry plan
-allows one. The loop does not run on the main thread: with cgroup v1 a spawning thread
-steps into the attempt's cgroup (see `passhat.local.cgroup`), which the main thread must
-never do, and the main thread is left to turn signals into `stop()`.
+emptied (without a cgroup, what left its session: `passhat.local.orphans`), it is
+classified (`passhat.trials.classify_exit`), folded into the `SlotLedger` (exactly once)
+and appended to the journal, and a retry is scheduled when the retry plan allows one.
+The loop does not run on the main thread: with cgroup v1 a spawning thread steps into the
+attempt's cgroup (see `passhat.local.cgroup`), which the main thread must never do, and
+the main thread is left to turn signals into `stop()`.
 
 Stopping (Ctrl-C, SIGTERM) kills the running attempts and records nothing for them:
 they run again on `--resume`, under the same attempt numbers.
@@ -36,6 +37,7 @@ from passhat.local import rss
 from passhat.local.capacity import Capacity
 from passhat.local.cgroup import Pool, Slot
 from passhat.local.journal import Journal
+from passhat.local.orphans import AttemptKey, Sweeper
 from passhat.local.plan import Plan
 from passhat.local.sandbox import Scratch, expand
 from passhat.local.spawner import Spawner, SpawnError, SpawnRequest
@@ -154,6 +156,7 @@ class Executor:
         self._transcript_dirs: dict[int, str] = {}
         self._watch_rss = pool is None and plan.limits.memory is not None
         self._next_rss = 0.0
+        self._orphans: Sweeper | None = None
 
     def _wake(self) -> None:
         with contextlib.suppress(OSError):
@@ -168,6 +171,10 @@ class Executor:
         """Run until every slot is final (True) or a stop was requested (False)."""
         self._scratch = Scratch()
         _close_inherited_fds()
+        if self.pool is None:
+            # NB: no cgroup ends what leaves an attempt's session: catch it as a subreaper
+            with contextlib.suppress(OSError, AttributeError):
+                self._orphans = Sweeper()
         self._spawner = Spawner(
             threads=self.spawn_threads,
             pool=self.pool,
@@ -179,6 +186,8 @@ class Executor:
         finally:
             self._kill_all()
             self._spawner.close()
+            if self._orphans is not None:
+                self._orphans.close()
             self._scratch.close()
             self._epoll.close()
             os.close(self._wake_r)
@@ -317,6 +326,12 @@ class Executor:
         self.capacity.give(self.plan.requests)
         self.progress.running = len(self._active)
 
+    def _running_keys(self, *, but: Attempt) -> set[AttemptKey]:
+        """The other attempts that run (or are being started), as their environments name
+        them."""
+        names = self.plan.task_ids
+        return {(names[a.task], str(a.trial), str(a.attempt)) for a in self._active if a is not but}
+
     def _new_worker(self) -> int:
         self._workers += 1
         return self._workers - 1
@@ -357,6 +372,9 @@ class Executor:
         oom = attempt.over_memory
         if attempt.cgroup is not None:
             oom = oom or attempt.cgroup.oom_kills() > attempt.cgroup.oom_baseline
+        if self._orphans is not None:
+            # NB: before its directory is reset: nothing of it may write there afterwards
+            self._orphans.sweep(self._running_keys(but=attempt))
         result_left, result = _read_result(self._result_path(attempt.worker))
         self._forget(attempt, result_left=result_left)
         verdict = classify_exit(

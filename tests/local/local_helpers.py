@@ -7,10 +7,19 @@ import os
 import subprocess
 import sys
 import textwrap
+import threading
 from pathlib import Path
 from typing import Any, Protocol
 
 import yaml
+
+from passhat.api.load import parse_eval
+from passhat.local import cgroup
+from passhat.local.capacity import Capacity
+from passhat.local.executor import Executor
+from passhat.local.journal import Journal, read_journal
+from passhat.local.plan import make_plan
+from passhat.trials.ledger import SlotLedger
 
 # Generous: these tests share two cores with a Kubernetes build and other suites.
 TIMEOUT = 180
@@ -111,3 +120,45 @@ def by_slot(records: list[dict[str, Any]]) -> dict[tuple[str, int], list[dict[st
     for record in records:
         slots.setdefault((record["task_id"], record["trial"]), []).append(record)
     return slots
+
+
+def run_executor(
+    tmp_path: Path, doc: dict[str, Any], *, pool: bool, placement: Any = None
+) -> list[dict[str, Any]]:
+    """Run `doc` through the Executor in this process; its journal's records.
+
+    pool=False runs it as on a machine without writable cgroups (RSS sampling for a memory
+    limit, the subreaper for processes that leave an attempt's session); `placement`
+    forces how attempts join their cgroups ("wrapper": cgroup v2's way).
+    """
+    evaluation = parse_eval(yaml.safe_dump(doc), "t.yaml")
+    spec = evaluation.spec
+    plan = make_plan(evaluation, spec.tasks or [], source="t.yaml", eval_dir=".")
+    hierarchy = cgroup.detect() if pool else None
+    cgroups = (
+        cgroup.Pool(
+            hierarchy,
+            memory_limit=plan.limits.memory,
+            cpu_limit=plan.limits.cpu,
+            placement=placement,
+        )
+        if hierarchy is not None
+        else None
+    )
+    journal = Journal(str(tmp_path / "trials.jsonl"))
+    executor = Executor(
+        plan,
+        ledger=SlotLedger(len(plan.task_ids), plan.trials),
+        journal=journal,
+        transcripts=str(tmp_path / "transcripts"),
+        capacity=Capacity.of_machine(),
+        pool=cgroups,
+    )
+    thread = threading.Thread(target=executor.run)
+    thread.start()
+    thread.join(TIMEOUT)
+    assert not thread.is_alive()
+    journal.close()
+    if cgroups is not None:
+        cgroups.close()
+    return read_journal(str(tmp_path / "trials.jsonl"))

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from passhat.local import cgroup
-from tests.local.local_helpers import RunEval, eval_doc, rows
+from tests.local.local_helpers import RunEval, eval_doc, rows, run_executor
 
 # Trial 0 leaves a file behind; any trial that sees a file fails. The environment is
 # dumped into the transcript. NB: `$$$$` is the shell's `$$` after Kubernetes' expansion.
@@ -106,3 +106,78 @@ def _running(pid: int) -> bool:
             return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
     except FileNotFoundError:
         return False
+
+
+def test_without_cgroups_a_process_that_left_the_session_ends_with_its_attempt(
+    tmp_path: Path,
+) -> None:
+    """Without cgroups passhat is the subreaper of what leaves a session: the daemon of
+    a finished attempt is killed before the next trial, and none outlives the run."""
+    pid_file = tmp_path / "daemon.pid"
+    doc = eval_doc(DAEMON, tasks=["t"], trials=3, parallelism=1)
+    doc["spec"]["trial"]["template"]["spec"]["containers"][0]["args"] = [str(pid_file)]
+    try:
+        records = run_executor(tmp_path, doc, pool=False)
+        assert [r["outcome"] for r in records] == ["pass"] * 3, [
+            (path.name, path.read_text()) for path in (tmp_path / "transcripts" / "t").iterdir()
+        ]
+        assert not _running(int(pid_file.read_text()))
+    finally:
+        if pid_file.exists() and _running(pid := int(pid_file.read_text())):
+            os.kill(pid, 9)
+
+
+# Every trial starts a daemon the classic way (a new session, then a fork whose parent
+# exits: the daemon is an orphan, passhat's child, while its attempt still runs), then
+# checks for a while that it still runs while other attempts end around it. Its pid goes
+# to $0.<task>-<trial>.
+OWN_DAEMON = """
+pidfile="$0.$PASSHAT_TASK_ID-$PASSHAT_TRIAL"
+setsid sh -c 'sleep 300 & echo $$! > "$0"' "$pidfile" < /dev/null > /dev/null 2>&1
+while [ ! -s "$pidfile" ]; do sleep 0.01; done
+case "$PASSHAT_TASK_ID" in a) checks=4 ;; b) checks=12 ;; *) checks=20 ;; esac
+while [ "$checks" -gt 0 ]; do
+  kill -0 "$(cat "$pidfile")" || { echo "my daemon was killed"; exit 1; }
+  sleep 0.05
+  checks=$((checks - 1))
+done
+"""
+
+
+def test_without_cgroups_a_running_attempts_daemon_is_left_alone(tmp_path: Path) -> None:
+    """The sweep at the end of one attempt kills only finished attempts' orphans (their
+    environment says whose they are), not the daemon of an attempt still running (the
+    tasks check for 0.2, 0.6 and 1 s, so attempts end while others run)."""
+    base = tmp_path / "daemon"
+    doc = eval_doc(OWN_DAEMON, tasks=["a", "b", "c"], trials=2, parallelism=3)
+    doc["spec"]["trial"]["template"]["spec"]["containers"][0]["args"] = [str(base)]
+    pid_files = [tmp_path / f"daemon.{task}-{trial}" for task in "abc" for trial in (0, 1)]
+    try:
+        records = run_executor(tmp_path, doc, pool=False)
+        assert [r["outcome"] for r in records] == ["pass"] * 6
+        assert not any(_running(int(path.read_text())) for path in pid_files)
+    finally:
+        for path in pid_files:
+            if path.exists() and _running(pid := int(path.read_text())):
+                os.kill(pid, 9)
+
+
+def test_without_cgroups_an_orphan_without_its_environment_is_killed_at_the_end(
+    tmp_path: Path,
+) -> None:
+    """A daemon that dropped the PASSHAT_* variables (`env -i`) names no attempt: it is
+    killed once no attempt runs, at the latest when the run ends."""
+    pid_file = tmp_path / "daemon.pid"
+    script = """
+    setsid env -i sh -c 'echo $$$$ > "$0"; exec sleep 300' "$0" < /dev/null > /dev/null 2>&1 &
+    while [ ! -s "$0" ]; do sleep 0.01; done
+    """
+    doc = eval_doc(script, tasks=["t"], trials=1, parallelism=1)
+    doc["spec"]["trial"]["template"]["spec"]["containers"][0]["args"] = [str(pid_file)]
+    try:
+        records = run_executor(tmp_path, doc, pool=False)
+        assert [r["outcome"] for r in records] == ["pass"]
+        assert not _running(int(pid_file.read_text()))
+    finally:
+        if pid_file.exists() and _running(pid := int(pid_file.read_text())):
+            os.kill(pid, 9)

@@ -5,21 +5,13 @@ from __future__ import annotations
 import os
 import re
 import sys
-import threading
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
-from passhat.api.load import parse_eval
 from passhat.local import cgroup
-from passhat.local.capacity import Capacity
-from passhat.local.executor import Executor
-from passhat.local.journal import Journal, read_journal
-from passhat.local.plan import make_plan
-from passhat.trials.ledger import SlotLedger
-from tests.local.local_helpers import RunEval, by_slot, eval_doc, rows
+from tests.local.local_helpers import RunEval, by_slot, eval_doc, rows, run_executor
 
 PY = sys.executable
 # The child allocates 400 MiB (touching every page) under a 64 MiB ceiling; its parent
@@ -72,32 +64,7 @@ def _run_in_process(
     """Run a one-slot eval through the Executor directly (pool=False: RSS sampling)."""
     doc = eval_doc(script, tasks=["t"], trials=1, resources={"limits": {"memory": memory}})
     doc["spec"]["retry"] = {"infraErrors": 0}
-    evaluation = parse_eval(yaml.safe_dump(doc), "t.yaml")
-    capacity = Capacity.of_machine()
-    plan = make_plan(evaluation, evaluation.spec.tasks or [], source="t.yaml", eval_dir=".")
-    hierarchy = cgroup.detect() if pool else None
-    cgroups = (
-        cgroup.Pool(hierarchy, memory_limit=plan.limits.memory, cpu_limit=None, placement=placement)
-        if hierarchy is not None
-        else None
-    )
-    journal = Journal(str(tmp_path / "trials.jsonl"))
-    executor = Executor(
-        plan,
-        ledger=SlotLedger(1, 1),
-        journal=journal,
-        transcripts=str(tmp_path / "transcripts"),
-        capacity=capacity,
-        pool=cgroups,
-    )
-    thread = threading.Thread(target=executor.run)
-    thread.start()
-    thread.join(120)
-    assert not thread.is_alive()
-    journal.close()
-    if cgroups is not None:
-        cgroups.close()
-    return read_journal(str(tmp_path / "trials.jsonl"))
+    return run_executor(tmp_path, doc, pool=pool, placement=placement)
 
 
 def test_rss_fallback_kills_a_tree_over_the_limit(tmp_path: Path) -> None:

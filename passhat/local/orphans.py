@@ -1,0 +1,126 @@
+"""Where no cgroup is ours to create: catch what leaves an attempt's session as a subreaper.
+
+A cgroup (`passhat.local.cgroup`) ends everything an attempt started. Without one, killing
+the attempt's process group misses a process that left it (`setsid`, a daemon that
+detaches), which would outlive its attempt and could reach the next trial. So, as a
+fallback, passhat makes itself a child subreaper (`PR_SET_CHILD_SUBREAPER`): such a
+process, once the attempt's processes above it have exited, becomes passhat's child
+instead of init's, and shows in the main thread's `/proc/self/task/<pid>/children` (the
+attempts' own main processes are children of the spawner threads, not listed there).
+Which attempt it came from is in its environment (`PASSHAT_TASK_ID`, `PASSHAT_TRIAL`,
+`PASSHAT_ATTEMPT`, read from `/proc/<pid>/environ`). `sweep` kills the orphans of every
+attempt that is no longer running and reaps the dead ones; an orphan whose environment
+names no attempt (it replaced it) is killed once no attempt runs.
+
+Gaps the cgroup does not have: an orphan is caught at the end of an attempt (or of a
+later one) only once its parents are gone, so a daemon that detaches late is killed at a
+later sweep; and a process that ran a set-user-ID program cannot be killed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import time
+from collections.abc import Collection
+
+__all__ = ["AttemptKey", "Sweeper"]
+
+AttemptKey = tuple[str, str, str]  # NB: (PASSHAT_TASK_ID, PASSHAT_TRIAL, PASSHAT_ATTEMPT)
+
+_PR_SET_CHILD_SUBREAPER = 36
+_VARS = (b"PASSHAT_TASK_ID=", b"PASSHAT_TRIAL=", b"PASSHAT_ATTEMPT=")
+
+
+class Sweeper:
+    """Makes this process a child subreaper and kills the orphans of finished attempts."""
+
+    def __init__(self) -> None:
+        self._children = f"/proc/self/task/{os.getpid()}/children"
+        if not os.path.exists(self._children):
+            raise OSError(f"{self._children} does not exist (CONFIG_PROC_CHILDREN)")
+        import ctypes  # NB: here, not at the top: only runs without cgroups pay for it
+
+        self._libc = ctypes.CDLL(None, use_errno=True)
+        self._get_errno = ctypes.get_errno
+        self._subreaper(True)
+        # NB: children the main thread had before are none of ours (in-process use)
+        self._before = set(self.orphans())
+
+    def _subreaper(self, on: bool) -> None:
+        if self._libc.prctl(_PR_SET_CHILD_SUBREAPER, int(on), 0, 0, 0) != 0:
+            raise OSError(self._get_errno(), "prctl(PR_SET_CHILD_SUBREAPER)")
+
+    def orphans(self) -> list[int]:
+        """The main thread's children: what the attempts left (they are spawned elsewhere)."""
+        try:
+            fd = os.open(self._children, os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:
+            return []
+        try:
+            data = b""
+            while chunk := os.read(fd, 65536):
+                data += chunk
+        except OSError:
+            return []
+        finally:
+            os.close(fd)
+        return [int(pid) for pid in data.split()]
+
+    def sweep(self, running: Collection[AttemptKey], *, wait: float = 0.0) -> int:
+        """Kill the orphans of attempts not in `running` and reap dead orphans; how many
+        were killed. With `running` empty every orphan goes. `wait`: seconds to wait for
+        the killed ones to be reaped (at the end of a run)."""
+        killed: list[int] = []
+        for pid in self.orphans():
+            if pid in self._before or _reaped(pid):
+                continue
+            key = _attempt_of(pid)
+            if running and (key is None or key in running):
+                continue
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+                killed.append(pid)
+        deadline = time.monotonic() + wait
+        for pid in killed:
+            while not _reaped(pid) and time.monotonic() < deadline:
+                time.sleep(0.005)
+        return len(killed)
+
+    def close(self, *, wait: float = 1.0) -> None:
+        """Kill every orphan left (the run is over), as its attempts' cgroups would be."""
+        # NB: killing an orphan can orphan its own children: sweep until none is left
+        deadline = time.monotonic() + wait
+        while self.sweep((), wait=max(0.0, deadline - time.monotonic())):
+            if time.monotonic() >= deadline:
+                break
+        with contextlib.suppress(OSError):
+            self._subreaper(False)
+
+
+def _reaped(pid: int) -> bool:
+    """Reap `pid` if it has ended; whether it is gone."""
+    try:
+        done, _ = os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        return True
+    return done == pid
+
+
+def _attempt_of(pid: int) -> AttemptKey | None:
+    """The attempt whose environment the process still has, if it does."""
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as handle:
+            environ = handle.read()
+    except OSError:
+        return None
+    found: dict[bytes, str] = {}
+    for entry in environ.split(b"\0"):
+        for var in _VARS:
+            if entry.startswith(var):
+                found[var] = entry[len(var) :].decode("utf-8", "surrogateescape")
+    if len(found) < len(_VARS):
+        return None
+    task, trial, attempt = (found[var] for var in _VARS)
+    return task, trial, attempt
