@@ -13,6 +13,10 @@ and the split: passhat_fixed_seconds, bare_fixed_seconds (one-trial runs),
 passhat_per_trial_ms, bare_per_trial_ms ((N-trial run - one-trial run) / (N - 1)) and
 per_trial_ratio.
 
+`--memory-limit 1Gi` gives passhat's trials that `limits.memory`, so passhat runs each in
+a cgroup of the run's pool where cgroups are writable (the bare loop has no limit): what
+enforcing the ceiling costs.
+
 `--floor` adds a third side, the least any `passhat run` must do: load and validate the
 eval file with passhat's own loader (the spec must be valid before a trial starts), then
 the same bare loop; no sandbox, journal, transcript or report. The JSON line then also has
@@ -68,10 +72,15 @@ FLOOR = "import sys\nfrom passhat.api.load import load_eval\nload_eval(sys.argv.
 TRIALS_PER_TASK = 10
 
 
-def eval_spec(trials: int, parallelism: int, command: list[str]) -> dict[str, object]:
+def eval_spec(
+    trials: int, parallelism: int, command: list[str], memory_limit: str | None = None
+) -> dict[str, object]:
     """An eval of `trials` trivial trials (tasks of 10 trials each)."""
     tasks = max(1, math.ceil(trials / TRIALS_PER_TASK))
     per_task = min(trials, TRIALS_PER_TASK)
+    container: dict[str, object] = {"name": "t", "command": command}
+    if memory_limit is not None:
+        container["resources"] = {"limits": {"memory": memory_limit}}
     return {
         "apiVersion": "passhat.dev/v1alpha1",
         "kind": "ConsistencyEval",
@@ -83,7 +92,7 @@ def eval_spec(trials: int, parallelism: int, command: list[str]) -> dict[str, ob
             "parallelism": parallelism,
             "trial": {
                 "timeoutSeconds": 600,
-                "template": {"spec": {"containers": [{"name": "t", "command": command}]}},
+                "template": {"spec": {"containers": [container]}},
             },
         },
     }
@@ -128,6 +137,11 @@ def main(argv: list[str] | None = None) -> int:
         help="before each repeat, wait until the 1-minute load average is below LOAD",
     )
     parser.add_argument(
+        "--memory-limit",
+        metavar="QUANTITY",
+        help="give passhat's trials this limits.memory (a cgroup per slot where writable)",
+    )
+    parser.add_argument(
         "--floor",
         action="store_true",
         help="also time the floor: passhat's spec loading followed by the bare loop",
@@ -148,7 +162,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="passhat-bench-") as tmp:
         argvs: dict[str, list[str]] = {}
         for label, trials in (("", args.trials), ("1", 1)):
-            spec = eval_spec(trials, args.parallelism, command)
+            spec = eval_spec(trials, args.parallelism, command, args.memory_limit)
             eval_path = Path(tmp) / f"eval{label}.yaml"
             eval_path.write_text(yaml.safe_dump(spec))
             count = len(spec["spec"]["tasks"]) * spec["spec"]["trials"]  # type: ignore[index]
@@ -187,6 +201,7 @@ def main(argv: list[str] | None = None) -> int:
         "repeat": args.repeat,
         "load_average": round(os.getloadavg()[0], 2),
         "bytecode": "as found" if args.no_compile else "compiled",
+        "memory_limit": args.memory_limit,
         "passhat_seconds": round(med["passhat"], 3),
         "bare_seconds": round(med["bare"], 3),
         "ratio": round(med["passhat"] / med["bare"], 3),

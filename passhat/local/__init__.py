@@ -1,9 +1,9 @@
 """passhat.local: the embedded default, `passhat run eval.yaml` as sandboxed subprocesses.
 
 The same spec the operator runs as pods runs here as processes: one sandbox per attempt
-(`sandbox`), memory ceiling, cpu limit and the end of all an attempt started through
-cgroups (`cgroup`; where cgroups are not writable, `rss` sampling and the subreaper in
-`orphans`), the requests floor (`capacity`), an event-driven loop
+(`sandbox`), memory ceiling and cpu limit through cgroups (`cgroup`, or `rss` sampling
+where cgroups are not writable), the end of what leaves an attempt's session (its cgroup,
+or the subreaper in `orphans`), the requests floor (`capacity`), an event-driven loop
 (`executor`) that folds every finished attempt into the shared `SlotLedger` and the
 durable `trials.jsonl` (`journal`), and the glue of the command (`driver`, `command`).
 

@@ -68,11 +68,30 @@ class Sweeper:
             os.close(fd)
         return [int(pid) for pid in data.split()]
 
-    def sweep(self, running: Collection[AttemptKey], *, wait: float = 0.0) -> int:
-        """Kill the orphans of attempts not in `running` and reap dead orphans; how many
-        were killed. With `running` empty every orphan goes. `wait`: seconds to wait for
-        the killed ones to be reaped (at the end of a run)."""
-        killed: list[int] = []
+    def sweep(self, running: Collection[AttemptKey], *, wait: float = 1.0) -> int:
+        """Kill the orphans of attempts not in `running` (every orphan when it is empty),
+        then what killing them orphaned in turn; reap the dead ones. Waits up to `wait`
+        seconds for the killed to end; how many were killed."""
+        deadline = time.monotonic() + wait
+        total = 0
+        while killed := self._kill(running):
+            total += len(killed)
+            # NB: once a killed orphan is reaped, its own children are ours: look again
+            for pid in killed:
+                while not _reaped(pid):
+                    if time.monotonic() >= deadline:
+                        return total
+                    time.sleep(0.005)
+        return total
+
+    def close(self) -> None:
+        """Kill every orphan left (the run is over), as its attempts' cgroups would be."""
+        self.sweep(())
+        with contextlib.suppress(OSError):
+            self._subreaper(False)
+
+    def _kill(self, running: Collection[AttemptKey]) -> list[int]:
+        killed = []
         for pid in self.orphans():
             if pid in self._before or _reaped(pid):
                 continue
@@ -82,21 +101,7 @@ class Sweeper:
             with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGKILL)
                 killed.append(pid)
-        deadline = time.monotonic() + wait
-        for pid in killed:
-            while not _reaped(pid) and time.monotonic() < deadline:
-                time.sleep(0.005)
-        return len(killed)
-
-    def close(self, *, wait: float = 1.0) -> None:
-        """Kill every orphan left (the run is over), as its attempts' cgroups would be."""
-        # NB: killing an orphan can orphan its own children: sweep until none is left
-        deadline = time.monotonic() + wait
-        while self.sweep((), wait=max(0.0, deadline - time.monotonic())):
-            if time.monotonic() >= deadline:
-                break
-        with contextlib.suppress(OSError):
-            self._subreaper(False)
+        return killed
 
 
 def _reaped(pid: int) -> bool:

@@ -41,6 +41,7 @@ def test_bench_floor_smoke() -> None:
     result = _last_json(
         "local_overhead.py", "--trials", "20", "--parallelism", "2", "--repeat", "1", "--floor"
     )
+    assert result["memory_limit"] is None
     for key in ("floor_seconds", "floor_ratio", "floor_fixed_seconds"):
         value = result[key]
         assert isinstance(value, float) and value > 0, key
@@ -91,3 +92,19 @@ def test_spec_parse_smoke() -> None:
     """bench/spec_parse.py: one repeat, one size; every eval timed in the JSON line."""
     result = _last_json("spec_parse.py", "--repeat", "1", "--tasks", "3")
     assert set(result) == {"examples/eval.yaml", "3 tasks"}
+
+
+def test_bench_memory_limit_smoke() -> None:
+    """`--memory-limit` puts the limit on passhat's trials (and says so in the JSON line)."""
+    result = _last_json(
+        "local_overhead.py",
+        "--trials",
+        "20",
+        "--parallelism",
+        "2",
+        "--repeat",
+        "1",
+        "--memory-limit",
+        "1Gi",
+    )
+    assert result["memory_limit"] == "1Gi" and result["trials"] == 20

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -67,36 +68,73 @@ def test_odd_trials_do_not_break_the_run(run_eval: RunEval) -> None:
     assert [r["outcome"] for r in rows(out)] == ["pass", "fail", "pass", "fail", "pass", "pass"]
 
 
-# Each trial fails if the daemon of the trial before it still runs (a zombie has ended),
-# then starts its own: `setsid` takes it out of the attempt's session and process group,
-# and the pid file (outside the trial's directory) says which process that is.
+# Each trial fails if the daemon of the trial before it, or that daemon's child, still
+# runs (a zombie has ended), then starts its own: `setsid` takes it out of the attempt's
+# session and process group, and the pid files (outside the trial's directory) say which
+# processes those are.
 DAEMON = """
-pid=$(cat "$0" 2>/dev/null)
-state=$(cut -d' ' -f3 "/proc/$pid/stat" 2>/dev/null)
-if [ -n "$pid" ] && [ -n "$state" ] && [ "$state" != Z ]; then echo "daemon $pid runs"; exit 1; fi
-setsid sh -c 'echo $$$$ > "$0"; exec sleep 300' "$0" < /dev/null > /dev/null 2>&1 &
-while [ ! -s "$0" ] || [ "$(cat "$0")" = "$pid" ]; do sleep 0.01; done
+for f in "$0" "$0.child"; do
+  pid=$(cat "$f" 2>/dev/null)
+  state=$(cut -d' ' -f3 "/proc/$pid/stat" 2>/dev/null)
+  if [ -n "$pid" ] && [ -n "$state" ] && [ "$state" != Z ]; then echo "$f: $pid runs"; exit 1; fi
+done
+old=$(cat "$0" 2>/dev/null)
+setsid sh -c 'sleep 300 & echo $$! > "$0.child"; echo $$$$ > "$0"; exec sleep 300' "$0" \\
+  < /dev/null > /dev/null 2>&1 &
+while [ ! -s "$0" ] || [ "$(cat "$0")" = "$old" ]; do sleep 0.01; done
 """
 
 
-@pytest.mark.skipif(cgroup.detect() is None, reason="no writable cgroup")
-def test_a_process_that_left_the_session_ends_with_its_attempt(
-    run_eval: RunEval, tmp_path: Path
-) -> None:
-    """With no limits in the spec, the attempt's cgroup still ends all it started, as a
-    container's end does: a daemon never reaches the next trial nor outlives the run."""
-    pid_file = tmp_path / "daemon.pid"
+def _daemon_doc(pid_file: Path) -> dict[str, Any]:
     doc = eval_doc(DAEMON, tasks=["t"], trials=3, parallelism=1)
     doc["spec"]["trial"]["template"]["spec"]["containers"][0]["args"] = [str(pid_file)]
+    return doc
+
+
+def _daemons(pid_file: Path) -> list[int]:
+    """The pids the last trial wrote: its daemon and the daemon's child."""
+    files = (pid_file, pid_file.with_name(pid_file.name + ".child"))
+    return [int(path.read_text()) for path in files if path.exists()]
+
+
+def _transcripts(directory: Path) -> list[tuple[str, str]]:
+    return [(path.name, path.read_text()) for path in sorted(directory.iterdir())]
+
+
+@pytest.mark.parametrize(
+    "limits",
+    [
+        pytest.param(None, id="subreaper"),
+        pytest.param(
+            {"limits": {"memory": "1Gi"}},
+            id="cgroup",
+            marks=pytest.mark.skipif(cgroup.detect() is None, reason="no writable cgroup"),
+        ),
+    ],
+)
+def test_a_process_that_left_the_session_ends_with_its_attempt(
+    run_eval: RunEval, tmp_path: Path, limits: dict[str, Any] | None
+) -> None:
+    """A daemon (`setsid`) and its child never reach the next trial nor outlive the run,
+    as in a container: without limits passhat is their subreaper and kills them when
+    their attempt ends; with limits the attempt's cgroup ends all it started."""
+    pid_file = tmp_path / "daemon.pid"
+    doc = _daemon_doc(pid_file)
+    if limits is not None:
+        doc["spec"]["trial"]["template"]["spec"]["containers"][0]["resources"] = limits
     try:
         proc, out = run_eval(doc)
         assert proc.returncode == 0, proc.stderr
-        assert [r["outcome"] for r in rows(out)] == ["pass"] * 3, [
-            (path.name, path.read_text()) for path in (out / "transcripts" / "t").iterdir()
-        ]
-        assert not _running(int(pid_file.read_text()))
+        outcomes = [r["outcome"] for r in rows(out)]
+        assert outcomes == ["pass"] * 3, _transcripts(out / "transcripts" / "t")
+        assert not any(_running(pid) for pid in _daemons(pid_file))
     finally:
-        if pid_file.exists() and _running(pid := int(pid_file.read_text())):
+        _kill_left(pid_file)
+
+
+def _kill_left(pid_file: Path) -> None:
+    for pid in _daemons(pid_file):
+        if _running(pid):
             os.kill(pid, 9)
 
 
@@ -108,23 +146,22 @@ def _running(pid: int) -> bool:
         return False
 
 
-def test_without_cgroups_a_process_that_left_the_session_ends_with_its_attempt(
+def test_a_memory_limit_without_cgroups_still_ends_what_left_the_session(
     tmp_path: Path,
 ) -> None:
-    """Without cgroups passhat is the subreaper of what leaves a session: the daemon of
-    a finished attempt is killed before the next trial, and none outlives the run."""
+    """Limits on a machine without writable cgroups (RSS sampling): the subreaper still
+    kills a finished attempt's daemon and its child before the next trial."""
     pid_file = tmp_path / "daemon.pid"
-    doc = eval_doc(DAEMON, tasks=["t"], trials=3, parallelism=1)
-    doc["spec"]["trial"]["template"]["spec"]["containers"][0]["args"] = [str(pid_file)]
+    doc = _daemon_doc(pid_file)
+    container = doc["spec"]["trial"]["template"]["spec"]["containers"][0]
+    container["resources"] = {"limits": {"memory": "1Gi"}}
     try:
         records = run_executor(tmp_path, doc, pool=False)
-        assert [r["outcome"] for r in records] == ["pass"] * 3, [
-            (path.name, path.read_text()) for path in (tmp_path / "transcripts" / "t").iterdir()
-        ]
-        assert not _running(int(pid_file.read_text()))
+        outcomes = [r["outcome"] for r in records]
+        assert outcomes == ["pass"] * 3, _transcripts(tmp_path / "transcripts" / "t")
+        assert not any(_running(pid) for pid in _daemons(pid_file))
     finally:
-        if pid_file.exists() and _running(pid := int(pid_file.read_text())):
-            os.kill(pid, 9)
+        _kill_left(pid_file)
 
 
 # Every trial starts a daemon the classic way (a new session, then a fork whose parent
@@ -144,7 +181,7 @@ done
 """
 
 
-def test_without_cgroups_a_running_attempts_daemon_is_left_alone(tmp_path: Path) -> None:
+def test_a_running_attempts_daemon_is_left_alone(run_eval: RunEval, tmp_path: Path) -> None:
     """The sweep at the end of one attempt kills only finished attempts' orphans (their
     environment says whose they are), not the daemon of an attempt still running (the
     tasks check for 0.2, 0.6 and 1 s, so attempts end while others run)."""
@@ -153,8 +190,9 @@ def test_without_cgroups_a_running_attempts_daemon_is_left_alone(tmp_path: Path)
     doc["spec"]["trial"]["template"]["spec"]["containers"][0]["args"] = [str(base)]
     pid_files = [tmp_path / f"daemon.{task}-{trial}" for task in "abc" for trial in (0, 1)]
     try:
-        records = run_executor(tmp_path, doc, pool=False)
-        assert [r["outcome"] for r in records] == ["pass"] * 6
+        proc, out = run_eval(doc)
+        assert proc.returncode == 0, proc.stderr
+        assert [r["outcome"] for r in rows(out)] == ["pass"] * 6
         assert not any(_running(int(path.read_text())) for path in pid_files)
     finally:
         for path in pid_files:
@@ -162,8 +200,8 @@ def test_without_cgroups_a_running_attempts_daemon_is_left_alone(tmp_path: Path)
                 os.kill(pid, 9)
 
 
-def test_without_cgroups_an_orphan_without_its_environment_is_killed_at_the_end(
-    tmp_path: Path,
+def test_an_orphan_without_its_environment_is_killed_at_the_end(
+    run_eval: RunEval, tmp_path: Path
 ) -> None:
     """A daemon that dropped the PASSHAT_* variables (`env -i`) names no attempt: it is
     killed once no attempt runs, at the latest when the run ends."""
@@ -175,8 +213,9 @@ def test_without_cgroups_an_orphan_without_its_environment_is_killed_at_the_end(
     doc = eval_doc(script, tasks=["t"], trials=1, parallelism=1)
     doc["spec"]["trial"]["template"]["spec"]["containers"][0]["args"] = [str(pid_file)]
     try:
-        records = run_executor(tmp_path, doc, pool=False)
-        assert [r["outcome"] for r in records] == ["pass"]
+        proc, out = run_eval(doc)
+        assert proc.returncode == 0, proc.stderr
+        assert [r["outcome"] for r in rows(out)] == ["pass"]
         assert not _running(int(pid_file.read_text()))
     finally:
         if pid_file.exists() and _running(pid := int(pid_file.read_text())):
