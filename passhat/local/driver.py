@@ -143,9 +143,9 @@ def _pool(plan: Plan, stderr: TextIO) -> cgroup.Pool | None:
     """The run's cgroups when the spec has limits and this machine lets passhat make them.
 
     Without limits there is none: on cgroup v1, moving a process into a cgroup after the
-    machine was idle for a moment waits for an RCU grace period (about 6 ms here), which
-    every attempt of a real eval would pay. What leaves an attempt's session is then
-    caught by the subreaper (`passhat.local.orphans`).
+    machine was idle for a moment waits for an RCU grace period (about 6 ms here:
+    `bench/cgroup_move.py`), which every attempt of a real eval would pay. What leaves an
+    attempt's session is then caught by the subreaper (`passhat.local.orphans`).
     """
     if plan.limits.memory is None and plan.limits.cpu is None:
         return None

@@ -7,6 +7,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+from passhat.local import cgroup
 from tests.local.local_helpers import TIMEOUT
 
 BENCH = Path(__file__).resolve().parents[2] / "bench"
@@ -108,3 +111,10 @@ def test_bench_memory_limit_smoke() -> None:
         "1Gi",
     )
     assert result["memory_limit"] == "1Gi" and result["trials"] == 20
+
+
+@pytest.mark.skipif(cgroup.detect() is None, reason="no writable memory cgroup")
+def test_cgroup_move_smoke() -> None:
+    """bench/cgroup_move.py: two moves per pause; every pause timed in the JSON line."""
+    result = _last_json("cgroup_move.py", "--repeat", "2")
+    assert {"0", "0.01", "0.05"} <= set(result)
