@@ -32,6 +32,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Literal
 
+from passhat.local import procfs
+
 __all__ = ["Hierarchy", "Pool", "Slot", "detect"]
 
 Placement = Literal["thread", "wrapper"]
@@ -157,20 +159,11 @@ def _pid_alive(pid: int) -> bool:
 
 def _pids(directory: str) -> list[int]:
     # NB: opened anew for every read: in v1 an open cgroup.procs keeps serving the pid list
-    # it first read for up to a second. os-level calls, as this runs once per attempt
+    # it first read for up to a second
     try:
-        fd = os.open(os.path.join(directory, "cgroup.procs"), os.O_RDONLY | os.O_CLOEXEC)
-    except OSError:
-        return []
-    try:
-        data = b""
-        while chunk := os.read(fd, 65536):
-            data += chunk
-        return [int(pid) for pid in data.split()]
+        return [int(pid) for pid in procfs.read(os.path.join(directory, "cgroup.procs")).split()]
     except (OSError, ValueError):
         return []
-    finally:
-        os.close(fd)
 
 
 def empty_out(directory: str, *, timeout: float = 5.0) -> bool:

@@ -25,6 +25,8 @@ import signal
 import time
 from collections.abc import Collection
 
+from passhat.local import procfs
+
 __all__ = ["AttemptKey", "Sweeper"]
 
 AttemptKey = tuple[str, str, str]  # NB: (PASSHAT_TASK_ID, PASSHAT_TRIAL, PASSHAT_ATTEMPT)
@@ -55,18 +57,9 @@ class Sweeper:
     def orphans(self) -> list[int]:
         """The main thread's children: what the attempts left (they are spawned elsewhere)."""
         try:
-            fd = os.open(self._children, os.O_RDONLY | os.O_CLOEXEC)
+            return [int(pid) for pid in procfs.read(self._children).split()]
         except OSError:
             return []
-        try:
-            data = b""
-            while chunk := os.read(fd, 65536):
-                data += chunk
-        except OSError:
-            return []
-        finally:
-            os.close(fd)
-        return [int(pid) for pid in data.split()]
 
     def sweep(self, running: Collection[AttemptKey], *, wait: float = 1.0) -> int:
         """Kill the orphans of attempts not in `running` (every orphan when it is empty),
@@ -116,8 +109,7 @@ def _reaped(pid: int) -> bool:
 def _attempt_of(pid: int) -> AttemptKey | None:
     """The attempt whose environment the process still has, if it does."""
     try:
-        with open(f"/proc/{pid}/environ", "rb") as handle:
-            environ = handle.read()
+        environ = procfs.read(f"/proc/{pid}/environ")
     except OSError:
         return None
     found: dict[bytes, str] = {}
