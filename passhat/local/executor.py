@@ -37,7 +37,7 @@ from passhat.local import rss
 from passhat.local.capacity import Capacity
 from passhat.local.cgroup import Pool, Slot
 from passhat.local.journal import Journal
-from passhat.local.orphans import AttemptKey, Sweeper
+from passhat.local.orphans import REAP_INTERVAL, AttemptKey, Sweeper
 from passhat.local.plan import Plan
 from passhat.local.sandbox import Scratch, expand
 from passhat.local.spawner import Spawner, SpawnError, SpawnRequest
@@ -157,6 +157,7 @@ class Executor:
         self._watch_rss = pool is None and plan.limits.memory is not None
         self._next_rss = 0.0
         self._orphans: Sweeper | None = None
+        self._next_reap = 0.0
 
     def _wake(self) -> None:
         with contextlib.suppress(OSError):
@@ -232,6 +233,7 @@ class Executor:
                 if retry_at is not None:
                     heapq.heappush(retries, (retry_at, attempt.task, attempt.trial))
             self._enforce_deadlines()
+            self._reap_orphans()
             self._report_progress()
         return True
 
@@ -241,6 +243,8 @@ class Executor:
             due.append(retries[0][0])
         if self._watch_rss and self._active:
             due.append(self._next_rss)
+        if self._orphans is not None and self._active:
+            due.append(self._next_reap)
         if self.on_progress is not None and self._active:
             due.append(time.monotonic() + 1.0)
         if not due:
@@ -447,6 +451,15 @@ class Executor:
                 if used > limit and not attempt.over_memory:
                     attempt.over_memory = True
                     self._kill(attempt, signal.SIGKILL)
+
+    def _reap_orphans(self) -> None:
+        """Every REAP_INTERVAL, reap the orphans that ended by themselves: as their
+        subreaper passhat must, or a trial that backgrounds short commands piles up
+        zombies until its attempt ends."""
+        now = time.monotonic()
+        if self._orphans is not None and now >= self._next_reap:
+            self._next_reap = now + REAP_INTERVAL
+            self._orphans.reap()
 
     def _kill(self, attempt: Attempt, sig: signal.Signals) -> None:
         with contextlib.suppress(OSError):

@@ -9,8 +9,10 @@ instead of init's, and shows in the main thread's `/proc/self/task/<pid>/childre
 attempts' own main processes are children of the spawner threads, not listed there).
 Which attempt it came from is in its environment (`PASSHAT_TASK_ID`, `PASSHAT_TRIAL`,
 `PASSHAT_ATTEMPT`, read from `/proc/<pid>/environ`). `sweep` kills the orphans of every
-attempt that is no longer running and reaps the dead ones; an orphan whose environment
-names no attempt (it replaced it) is killed once no attempt runs.
+attempt that is no longer running (one that leads a process group of its own, as a daemon
+does after `setsid`, with its whole group) and reaps the dead ones; an orphan whose
+environment names no attempt (it replaced it) is killed once no attempt runs. Being the
+subreaper also means reaping what ends by itself: `reap` does, every REAP_INTERVAL.
 
 Gaps the cgroup does not have: an orphan is caught at the end of an attempt (or of a
 later one) only once its parents are gone, so a daemon that detaches late is killed at a
@@ -27,10 +29,14 @@ from collections.abc import Collection
 
 from passhat.local import procfs
 
-__all__ = ["AttemptKey", "Sweeper"]
+__all__ = ["CLOSE_WAIT", "REAP_INTERVAL", "AttemptKey", "Sweeper"]
 
 AttemptKey = tuple[str, str, str]  # NB: (PASSHAT_TASK_ID, PASSHAT_TRIAL, PASSHAT_ATTEMPT)
 
+# Seconds between two reaps of orphans that ended by themselves, while attempts run.
+REAP_INTERVAL = 1.0
+# Seconds the end of a run waits for the last orphans to be killed and reaped.
+CLOSE_WAIT = 5.0
 _PR_SET_CHILD_SUBREAPER = 36
 _VARS = (b"PASSHAT_TASK_ID=", b"PASSHAT_TRIAL=", b"PASSHAT_ATTEMPT=")
 
@@ -49,6 +55,7 @@ class Sweeper:
         self._subreaper(True)
         # NB: children the main thread had before are none of ours (in-process use)
         self._before = set(self.orphans())
+        self._keys: dict[int, AttemptKey | None] = {}
 
     def _subreaper(self, on: bool) -> None:
         if self._libc.prctl(_PR_SET_CHILD_SUBREAPER, int(on), 0, 0, 0) != 0:
@@ -71,39 +78,57 @@ class Sweeper:
             total += len(killed)
             # NB: once a killed orphan is reaped, its own children are ours: look again
             for pid in killed:
-                while not _reaped(pid):
+                while not self._reaped(pid):
                     if time.monotonic() >= deadline:
                         return total
-                    time.sleep(0.005)
+                    time.sleep(0.001)
         return total
+
+    def reap(self) -> None:
+        """Reap the orphans that have ended (the executor calls this every REAP_INTERVAL:
+        an orphan that exits by itself must not stay a zombie until some attempt ends)."""
+        for pid in self.orphans():
+            if pid not in self._before:
+                self._reaped(pid)
 
     def close(self) -> None:
         """Kill every orphan left (the run is over), as its attempts' cgroups would be."""
-        self.sweep(())
+        self.sweep((), wait=CLOSE_WAIT)
         with contextlib.suppress(OSError):
             self._subreaper(False)
 
     def _kill(self, running: Collection[AttemptKey]) -> list[int]:
         killed = []
         for pid in self.orphans():
-            if pid in self._before or _reaped(pid):
+            if pid in self._before or self._reaped(pid):
                 continue
-            key = _attempt_of(pid)
+            if pid not in self._keys:
+                # NB: read once: a pid is ours until we reap it, and what it execs later
+                # (`env -i`) does not change whose it is
+                self._keys[pid] = _attempt_of(pid)
+            key = self._keys[pid]
             if running and (key is None or key in running):
                 continue
+            # NB: a daemon leads a process group of its own (setsid): all of it goes at
+            # once, not one generation per pass (nothing of another attempt can be in it)
+            with contextlib.suppress(OSError):
+                if os.getpgid(pid) == pid:
+                    os.killpg(pid, signal.SIGKILL)
             with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGKILL)
                 killed.append(pid)
         return killed
 
-
-def _reaped(pid: int) -> bool:
-    """Reap `pid` if it has ended; whether it is gone."""
-    try:
-        done, _ = os.waitpid(pid, os.WNOHANG)
-    except ChildProcessError:
-        return True
-    return done == pid
+    def _reaped(self, pid: int) -> bool:
+        """Reap `pid` if it has ended; whether it is gone."""
+        try:
+            done, _ = os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            done = pid
+        if done == pid:
+            self._keys.pop(pid, None)
+            return True
+        return False
 
 
 def _attempt_of(pid: int) -> AttemptKey | None:

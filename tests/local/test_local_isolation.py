@@ -4,13 +4,23 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from passhat.local import cgroup
-from tests.local.local_helpers import RunEval, eval_doc, rows, run_executor
+from passhat.local.orphans import Sweeper
+from tests.local.local_helpers import (
+    RunEval,
+    eval_doc,
+    rows,
+    run_executor,
+    start_passhat,
+    write_eval,
+)
 
 # Trial 0 leaves a file behind; any trial that sees a file fails. The environment is
 # dumped into the transcript. NB: `$$$$` is the shell's `$$` after Kubernetes' expansion.
@@ -220,3 +230,121 @@ def test_an_orphan_without_its_environment_is_killed_at_the_end(
     finally:
         if pid_file.exists() and _running(pid := int(pid_file.read_text())):
             os.kill(pid, 9)
+
+
+# Each level of the chain records its pid, starts the next level in the background and
+# becomes `sleep`: $1 levels below it, all in the process group of the first.
+CHAIN = """
+echo $$ > "$2/$1"
+if [ "$1" -gt 0 ]; then sh "$0" $(($1 - 1)) "$2" & fi
+exec sleep 300
+"""
+# Trial 1 fails if any level of trial 0's chain still runs; each trial starts a chain of
+# 301 processes in a session of its own (its top is an orphan as soon as `( … &)` exits).
+CHAINS = """
+dir="$0.$PASSHAT_TRIAL"
+prev="$0.$((PASSHAT_TRIAL - 1))"
+for f in "$prev"/*; do
+  [ -f "$f" ] || continue
+  state=$(cut -d' ' -f3 "/proc/$(cat "$f")/stat" 2>/dev/null)
+  if [ -n "$state" ] && [ "$state" != Z ]; then echo "$f runs"; exit 1; fi
+done
+mkdir -p "$dir"
+(setsid sh "$0" 300 "$dir" < /dev/null > /dev/null 2>&1 &)
+while [ "$(ls "$dir" | wc -l)" -lt 301 ]; do sleep 0.05; done
+"""
+
+
+def test_a_deep_chain_that_left_the_session_ends_with_its_attempt(
+    run_eval: RunEval, tmp_path: Path
+) -> None:
+    """Killing an orphan that leads its own process group kills the group: a chain of 301
+    processes is gone before the next trial starts, not one generation per pass."""
+    chain = tmp_path / "chain.sh"
+    chain.write_text(CHAIN)
+    doc = eval_doc(CHAINS.replace('sh "$0" 300', f'sh "{chain}" 300'), tasks=["t"], trials=2)
+    doc["spec"]["parallelism"] = 1
+    doc["spec"]["trial"]["template"]["spec"]["containers"][0]["args"] = [str(tmp_path / "c")]
+    try:
+        proc, out = run_eval(doc)
+        assert proc.returncode == 0, proc.stderr
+        outcomes = [r["outcome"] for r in rows(out)]
+        assert outcomes == ["pass"] * 2, _transcripts(out / "transcripts" / "t")
+        assert not any(_running(pid) for pid in _pids_in(tmp_path, "c.*"))
+    finally:
+        for pid in _pids_in(tmp_path, "c.*"):
+            if _running(pid):
+                os.kill(pid, 9)
+
+
+def test_one_sweep_kills_the_whole_group_an_orphan_leads(tmp_path: Path) -> None:
+    """A single pass, with no time to look again, ends all 51 levels of a chain: the
+    orphan at its top leads their process group, and the group is killed with it."""
+    chain = tmp_path / "chain.sh"
+    chain.write_text(CHAIN)
+    levels = tmp_path / "levels"
+    levels.mkdir()
+    sweeper = Sweeper()
+    try:
+        top = subprocess.Popen(
+            ["sh", "-c", f"(setsid sh {chain} 50 {levels} < /dev/null > /dev/null 2>&1 &)"]
+        )
+        top.wait(30)  # NB: the chain's top is now an orphan, this process's child
+        deadline = time.monotonic() + 30
+        while len(list(levels.iterdir())) < 51:
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        assert sweeper.sweep((), wait=0.0) >= 1
+        deadline = time.monotonic() + 5
+        while any(_running(pid) for pid in _pids_in(tmp_path, "levels")):
+            assert time.monotonic() < deadline, "a level outlived the sweep"
+            time.sleep(0.05)
+    finally:
+        sweeper.close()
+        for pid in _pids_in(tmp_path, "levels"):
+            if _running(pid):
+                os.kill(pid, 9)
+
+
+def _pids_in(directory: Path, pattern: str) -> list[int]:
+    return [int(f.read_text()) for d in directory.glob(pattern) for f in d.iterdir()]
+
+
+def test_orphans_that_end_by_themselves_are_reaped_while_the_attempt_runs(
+    tmp_path: Path,
+) -> None:
+    """passhat is their subreaper, so it must reap them: 200 background commands whose
+    shells exit leave no zombies behind while their attempt goes on."""
+    made = tmp_path / "made"
+    script = f"""
+    i=0
+    while [ "$i" -lt 200 ]; do (true &); i=$((i + 1)); done
+    touch {made}
+    sleep 4
+    """
+    path = write_eval(tmp_path / "eval.yaml", eval_doc(script, tasks=["t"], trials=1))
+    proc = start_passhat("run", path, "--out", tmp_path / "out", "--quiet")
+    try:
+        deadline = time.monotonic() + 60
+        while not made.exists():
+            assert proc.poll() is None and time.monotonic() < deadline, proc.stderr
+            time.sleep(0.05)
+        time.sleep(2.0)  # NB: orphans are reaped every second (REAP_INTERVAL)
+        assert proc.poll() is None
+        assert _zombies_of(proc.pid) < 10
+    finally:
+        proc.wait(60)
+    assert proc.returncode == 0
+
+
+def _zombies_of(parent: int) -> int:
+    count = 0
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = Path(f"/proc/{entry}/stat").read_text()
+            except OSError:
+                continue
+            state, ppid = stat.rsplit(")", 1)[1].split()[:2]
+            count += state == "Z" and int(ppid) == parent
+    return count
