@@ -48,7 +48,7 @@ class Sweeper:
         self._children = f"/proc/self/task/{os.getpid()}/children"
         if not os.path.exists(self._children):
             raise OSError(f"{self._children} does not exist (CONFIG_PROC_CHILDREN)")
-        import ctypes  # NB: here, not at the top: only runs without cgroups pay for it
+        import ctypes  # NB: here, not at the top: runs with a cgroup pool (limits) skip it
 
         self._libc = ctypes.CDLL(None, use_errno=True)
         self._get_errno = ctypes.get_errno
