@@ -56,6 +56,9 @@ class Sweeper:
         # NB: children the main thread had before are none of ours (in-process use)
         self._before = set(self.orphans())
         self._keys: dict[int, AttemptKey | None] = {}
+        # NB: orphans already sent SIGKILL: one that cannot die yet (uninterruptible
+        # sleep, a frozen cgroup) is not waited for again at every attempt's end
+        self._doomed: set[int] = set()
 
     def _subreaper(self, on: bool) -> None:
         if self._libc.prctl(_PR_SET_CHILD_SUBREAPER, int(on), 0, 0, 0) != 0:
@@ -100,7 +103,7 @@ class Sweeper:
     def _kill(self, running: Collection[AttemptKey]) -> list[int]:
         killed = []
         for pid in self.orphans():
-            if pid in self._before or self._reaped(pid):
+            if pid in self._before or self._reaped(pid) or pid in self._doomed:
                 continue
             if pid not in self._keys:
                 # NB: read once: a pid is ours until we reap it, and what it execs later
@@ -110,13 +113,16 @@ class Sweeper:
             if running and (key is None or key in running):
                 continue
             # NB: a daemon leads a process group of its own (setsid): all of it goes at
-            # once, not one generation per pass (nothing of another attempt can be in it)
+            # once, not one generation per pass. A group cannot span sessions, so all in
+            # it descends from this orphan and ends with the attempt that started it, as a
+            # container's processes do, whatever their environment says
             with contextlib.suppress(OSError):
                 if os.getpgid(pid) == pid:
                     os.killpg(pid, signal.SIGKILL)
             with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGKILL)
                 killed.append(pid)
+                self._doomed.add(pid)
         return killed
 
     def _reaped(self, pid: int) -> bool:
@@ -127,6 +133,7 @@ class Sweeper:
             done = pid
         if done == pid:
             self._keys.pop(pid, None)
+            self._doomed.discard(pid)
             return True
         return False
 

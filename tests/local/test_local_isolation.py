@@ -348,3 +348,45 @@ def _zombies_of(parent: int) -> int:
             state, ppid = stat.rsplit(")", 1)[1].split()[:2]
             count += state == "Z" and int(ppid) == parent
     return count
+
+
+FREEZER = Path("/sys/fs/cgroup/freezer")
+
+
+@pytest.mark.skipif(not os.access(FREEZER, os.W_OK), reason="no writable v1 freezer")
+def test_an_orphan_that_cannot_die_is_waited_for_once(run_eval: RunEval, tmp_path: Path) -> None:
+    """An orphan that cannot die yet (here frozen, as in a hung NFS read) is sent SIGKILL
+    and waited for once (1 s), not again at every later attempt's end nor for 5 s at the
+    end of the run."""
+    frozen = FREEZER / f"passhat-test-{os.getpid()}"
+    frozen.mkdir()
+    pid_file = tmp_path / "frozen.pid"
+    script = f"""
+    if [ "$PASSHAT_TRIAL" = 0 ]; then
+      setsid sh -c 'echo $$$$ > {frozen}/cgroup.procs; echo $$$$ > {pid_file}; exec sleep 300' \\
+        < /dev/null > /dev/null 2>&1 &
+      while [ ! -s {pid_file} ]; do sleep 0.01; done
+      echo FROZEN > {frozen}/freezer.state
+    fi
+    """
+    doc = eval_doc(script, tasks=["t"], trials=6, parallelism=1)
+    try:
+        start = time.monotonic()
+        proc, out = run_eval(doc)
+        elapsed = time.monotonic() - start
+        assert proc.returncode == 0, proc.stderr
+        assert [r["outcome"] for r in rows(out)] == ["pass"] * 6
+        # NB: waited for at every end and at the run's end it would be 5 x 1 s + 5 s
+        assert elapsed < 6.0
+    finally:
+        (frozen / "freezer.state").write_text("THAWED")
+        if pid_file.exists() and _running(pid := int(pid_file.read_text())):
+            os.kill(pid, 9)
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                frozen.rmdir()
+                break
+            except OSError:
+                assert time.monotonic() < deadline
+                time.sleep(0.05)
