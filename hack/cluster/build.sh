@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds every Go component of the test cluster from its Go module into the cache
 # (${PASSHAT_CACHE_DIR}/bin-<component>-<version>/). A component whose binaries exist is
-# skipped, so only the first run on a machine pays. Usage: build.sh [kube|etcd|kwok|helm|all]
+# skipped, so only the first run on a machine pays. Usage: build.sh [kube|etcd|kwok|helm|seaweed|all]
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/versions.sh"
 
@@ -88,22 +88,34 @@ build_helm() {
   rm -rf "$HELM_BIN"; mv "$HELM_BIN.tmp" "$HELM_BIN"
 }
 
+build_seaweed() {
+  [[ -x "$SEAWEED_BIN/weed" ]] && { log "seaweedfs $SEAWEED_VERSION cached"; return; }
+  local dir="${PASSHAT_CACHE_DIR}/wrap-seaweed-${SEAWEED_VERSION}"
+  mkdir -p "$dir" "$SEAWEED_BIN.tmp"
+  (cd "$dir" && { [[ -f go.mod ]] || go mod init passhat.local/seaweedwrap >/dev/null 2>&1; } &&
+    go get "github.com/seaweedfs/seaweedfs/weed@${SEAWEED_VERSION}" >/dev/null 2>&1 &&
+    timed "seaweedfs build" env CGO_ENABLED=0 go build -p "${PASSHAT_BUILD_JOBS:-2}" -trimpath -ldflags "-s -w" \
+      -o "$SEAWEED_BIN.tmp/weed" github.com/seaweedfs/seaweedfs/weed)
+  rm -rf "$SEAWEED_BIN"; mv "$SEAWEED_BIN.tmp" "$SEAWEED_BIN"
+}
+
 main() {
   command -v go >/dev/null || { echo "build.sh: no Go toolchain on PATH (need Go >= 1.24, e.g. /usr/local/go)" >&2; exit 1; }
   mkdir -p "$PASSHAT_CACHE_DIR"
   exec 8>"$PASSHAT_CACHE_DIR/build.lock"
   flock 8 # one build at a time: concurrent builds of one component would clobber each other
   case "${1:-all}" in
-    kube) build_kube ;; etcd) build_etcd ;; kwok) build_kwok ;; helm) build_helm ;;
+    kube) build_kube ;; etcd) build_etcd ;; kwok) build_kwok ;; helm) build_helm ;; seaweed) build_seaweed ;;
     all)
       # NB: the small builds run beside the big one: they fill the cores while its
       # compile queue drains and while it links (linking is mostly single-threaded).
       build_kube &
       local kube=$!
-      (PASSHAT_BUILD_JOBS=1 build_etcd && PASSHAT_BUILD_JOBS=1 build_kwok && PASSHAT_BUILD_JOBS=1 build_helm)
+      (PASSHAT_BUILD_JOBS=1 build_etcd && PASSHAT_BUILD_JOBS=1 build_kwok && PASSHAT_BUILD_JOBS=1 build_helm &&
+        PASSHAT_BUILD_JOBS=1 build_seaweed)
       wait "$kube"
       ;;
-    *) echo "usage: build.sh [kube|etcd|kwok|helm|all]" >&2; exit 2 ;;
+    *) echo "usage: build.sh [kube|etcd|kwok|helm|seaweed|all]" >&2; exit 2 ;;
   esac
 }
 [[ "${BASH_SOURCE[0]}" == "$0" ]] && main "$@"

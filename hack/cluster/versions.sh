@@ -5,6 +5,9 @@ KUBE_STAGING_VERSION=v0.34.4
 ETCD_VERSION=v3.6.4           # go.etcd.io/etcd/server/v3
 KWOK_VERSION=v0.8.0           # sigs.k8s.io/kwok
 HELM_VERSION=v3.22.0          # helm.sh/helm/v3 (latest v3 on the proxy)
+# github.com/seaweedfs/seaweedfs (Apache-2.0): the S3 store of the record archive (its
+# `weed version` says 4.53). A pseudo-version: the module has no semver tags.
+SEAWEED_VERSION=v0.0.0-20261109003541-7506e5f91cd6
 
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 CLUSTER_DIR="${REPO_ROOT}/.cluster"
@@ -21,5 +24,6 @@ KWOK_BIN="${PASSHAT_CACHE_DIR}/bin-kwok-${KWOK_VERSION}"
 # NB: "-kv": built with helm's Kubernetes-version ldflags (without them it assumed
 # Kubernetes 1.20); the suffix keeps a cached binary of the older recipe from being used.
 HELM_BIN="${PASSHAT_CACHE_DIR}/bin-helm-${HELM_VERSION}-kv"
+SEAWEED_BIN="${PASSHAT_CACHE_DIR}/bin-seaweed-${SEAWEED_VERSION}"
 
 command -v go >/dev/null 2>&1 || export PATH="/usr/local/go/bin:${PATH}"

@@ -19,10 +19,8 @@ they run again on `--resume`, under the same attempt numbers.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import heapq
 import os
-import re
 import select
 import signal
 import subprocess
@@ -41,6 +39,7 @@ from passhat.local.orphans import REAP_INTERVAL, AttemptKey, Sweeper
 from passhat.local.plan import Plan
 from passhat.local.sandbox import Scratch, expand
 from passhat.local.spawner import Spawner, SpawnError, SpawnRequest
+from passhat.records.layout import NAME_MAX, transcript_name
 from passhat.trials.classify import classify_exit, normalize_exit_code
 from passhat.trials.ledger import SlotLedger
 from passhat.trials.outcomes import Outcome, Verdict
@@ -61,25 +60,9 @@ __all__ = [
 KILL_GRACE = 2.0
 # Threads that start attempts (their start-up waits overlap; see passhat.local.spawner).
 SPAWN_THREADS = 4
-_UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
-# The longest transcript directory name (file systems allow 255 bytes).
-NAME_MAX = 200
 # The longest sleep of the loop, in seconds: it wakes and sleeps again (epoll's limit is
 # about 24.8 days, and a deadline may lie years ahead).
 MAX_SLEEP = 3600.0
-
-
-def transcript_name(task_id: str) -> str:
-    """A directory name for a task's transcripts (ids may hold `/` and worse).
-
-    An id of at most NAME_MAX safe characters is its own name; any other id gets a hash of
-    itself appended (after truncation, so two long ids sharing a prefix never share one).
-    """
-    safe = _UNSAFE.sub("_", task_id).lstrip(".") or "_"
-    if safe == task_id and len(safe) <= NAME_MAX:
-        return safe
-    digest = hashlib.sha1(task_id.encode()).hexdigest()[:8]
-    return safe[: NAME_MAX - len(digest) - 1] + "-" + digest
 
 
 @dataclass

@@ -11,7 +11,7 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[2] / "passhat"
 
-_BASE = {"stats", "api", "trials", "report", "metrics"}
+_BASE = {"stats", "api", "trials", "report", "metrics", "records"}
 # top-level part of passhat -> the parts it may import (itself and the root always allowed)
 ALLOWED: dict[str, set[str]] = {
     "stats": set(),
@@ -19,6 +19,7 @@ ALLOWED: dict[str, set[str]] = {
     "trials": {"stats", "api"},
     "report": {"stats", "api", "trials"},
     "metrics": {"stats", "api", "trials"},
+    "records": {"stats", "api", "trials"},
     "local": _BASE,
     "operator": _BASE,
     "runner": _BASE,
