@@ -88,9 +88,10 @@ api_healthy() { curl -sf --max-time 5 --cacert "$PKI/ca.crt" --cert "$PKI/admin.
 
 # ---------------------------------------------------------------- certificates (openssl)
 
-# sign NAME CN ORG SANS: key + cert signed by the cluster CA; ORG/SANS may be empty.
+# sign NAME CN ORG SANS [CA]: key + cert signed by the cluster CA (or pki/CA.crt);
+# ORG/SANS may be empty.
 sign() {
-  local name=$1 cn=$2 org=$3 sans=$4 subj="/CN=$2"
+  local name=$1 cn=$2 org=$3 sans=$4 ca=${5:-ca} subj="/CN=$2"
   [[ -n "$org" ]] && subj="/O=$org/CN=$cn"
   openssl ecparam -name prime256v1 -genkey -noout -out "$PKI/$name.key" 2>/dev/null
   openssl req -new -key "$PKI/$name.key" -subj "$subj" -out "$PKI/$name.csr" 2>/dev/null
@@ -100,14 +101,14 @@ sign() {
     echo "extendedKeyUsage=serverAuth,clientAuth"
     [[ -n "$sans" ]] && echo "subjectAltName=$sans"
   } >"$PKI/$name.ext"
-  openssl x509 -req -in "$PKI/$name.csr" -CA "$PKI/ca.crt" -CAkey "$PKI/ca.key" -CAcreateserial \
+  openssl x509 -req -in "$PKI/$name.csr" -CA "$PKI/$ca.crt" -CAkey "$PKI/$ca.key" -CAcreateserial \
     -days 3650 -sha256 -extfile "$PKI/$name.ext" -out "$PKI/$name.crt" 2>/dev/null
   rm -f "$PKI/$name.csr" "$PKI/$name.ext"
 }
 
 make_certs() {
   local ip=$1
-  if [[ -f "$PKI/done" && "$(cat "$PKI/done")" == "$ip" ]]; then return; fi
+  if [[ -f "$PKI/done" && "$(cat "$PKI/done")" == "$ip" ]]; then make_front_proxy_certs; return; fi
   log "making certificates (node ip $ip)"
   rm -rf "$PKI"; mkdir -p "$PKI"; chmod 700 "$PKI"
   openssl ecparam -name prime256v1 -genkey -noout -out "$PKI/ca.key" 2>/dev/null
@@ -125,7 +126,23 @@ make_certs() {
   sign kwok kwok system:masters ""
   openssl genrsa -out "$PKI/sa.key" 2048 2>/dev/null
   openssl rsa -in "$PKI/sa.key" -pubout -out "$PKI/sa.pub" 2>/dev/null
+  make_front_proxy_certs
   echo "$ip" >"$PKI/done"
+}
+
+# The aggregation layer's trust (extension API servers such as passhat's records API):
+# a CA of its own whose one client cert is the API server's front proxy. An extension
+# server believes X-Remote-User only over a connection with a cert of this CA and an
+# allowed CN, so no other client cert of the cluster CA can claim to be anybody.
+# Made apart from the rest, so a PKI from before it gains it without being replaced.
+make_front_proxy_certs() {
+  [[ -f "$PKI/front-proxy-client.crt" ]] && return
+  log "making the front-proxy CA and client certificate"
+  openssl ecparam -name prime256v1 -genkey -noout -out "$PKI/front-proxy-ca.key" 2>/dev/null
+  openssl req -x509 -new -key "$PKI/front-proxy-ca.key" -subj "/CN=passhat-front-proxy-ca" -days 3650 -sha256 \
+    -addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign,cRLSign,digitalSignature" \
+    -out "$PKI/front-proxy-ca.crt" 2>/dev/null
+  sign front-proxy-client front-proxy-client "" "" front-proxy-ca
 }
 
 # write_kubeconfig FILE CERTNAME: a self-contained kubeconfig for pki/CERTNAME.crt

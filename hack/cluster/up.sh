@@ -57,9 +57,9 @@ start_etcd() {
   wait_until "etcd" 60 "$LOGS/etcd.log" curl -sf http://127.0.0.1:2381/health
 }
 
-start_apiserver() {
-  pid_alive kube-apiserver && { wait_until "kube-apiserver /readyz" 180 "$LOGS/kube-apiserver.log" api_healthy; return; }
-  start_component kube-apiserver "$BIN/kube-apiserver" \
+# The API server's command line, in APISERVER_ARGS.
+apiserver_args() {
+  APISERVER_ARGS=("$BIN/kube-apiserver" \
     --etcd-servers http://127.0.0.1:2379 \
     --bind-address 0.0.0.0 --secure-port "$API_PORT" --advertise-address "$NODE_IP" \
     --tls-cert-file "$PKI/apiserver.crt" --tls-private-key-file "$PKI/apiserver.key" \
@@ -76,7 +76,29 @@ start_apiserver() {
     --audit-policy-file "$HERE/audit-policy.yaml" --audit-log-path "$LOGS/audit.log" \
     --audit-log-maxsize 500 --audit-log-maxbackup 2 \
     --max-requests-inflight 800 --max-mutating-requests-inflight 400 \
-    --profiling=false --v 1
+    --requestheader-client-ca-file "$PKI/front-proxy-ca.crt" \
+    --requestheader-allowed-names front-proxy-client \
+    --requestheader-username-headers X-Remote-User --requestheader-group-headers X-Remote-Group \
+    --requestheader-extra-headers-prefix X-Remote-Extra- \
+    --proxy-client-cert-file "$PKI/front-proxy-client.crt" --proxy-client-key-file "$PKI/front-proxy-client.key" \
+    --enable-aggregator-routing=true \
+    --profiling=false --v 1)
+}
+
+# Was the running API server started with other flags (by an older up.sh)?
+apiserver_stale() {
+  apiserver_args
+  [[ "$(tr '\0' ' ' <"/proc/$(cat "$RUN/kube-apiserver.pid")/cmdline" 2>/dev/null)" != "${APISERVER_ARGS[*]} " ]]
+}
+
+start_apiserver() {
+  if pid_alive kube-apiserver && apiserver_stale; then
+    log "kube-apiserver runs with old flags: restarting it"
+    stop_component kube-apiserver 10
+  fi
+  pid_alive kube-apiserver && { wait_until "kube-apiserver /readyz" 180 "$LOGS/kube-apiserver.log" api_healthy; return; }
+  apiserver_args
+  start_component kube-apiserver "${APISERVER_ARGS[@]}"
   wait_until "kube-apiserver /readyz" 180 "$LOGS/kube-apiserver.log" api_healthy
 }
 
@@ -319,7 +341,7 @@ main() {
   exec 9>"$CLUSTER_DIR/up.lock"
   flock 9 # one up.sh at a time (several test sessions may call it at once)
   exec 2> >(tee -a "$LOGS/up.log" >&2)
-  if [[ -f "$KUBECONFIG_ADMIN" ]] && all_alive && api_healthy && all_nodes_ready; then
+  if [[ -f "$KUBECONFIG_ADMIN" ]] && all_alive && ! apiserver_stale && api_healthy && all_nodes_ready; then
     log "cluster already up and healthy (reused in $((SECONDS - T0))s)"
     return 0
   fi
