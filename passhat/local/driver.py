@@ -12,6 +12,7 @@ error (raised as PasshatError for the CLI), 130 interrupted (resumable).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import errno
 import os
 import signal
@@ -19,7 +20,7 @@ import sys
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, TextIO
+from typing import Any, TextIO, cast
 
 from passhat.api.errors import InputError, PasshatError, SpecError, UsageError
 from passhat.api.load import (
@@ -45,6 +46,9 @@ from passhat.local.rundir import (
 )
 from passhat.local.sandbox import CONTAINER, TranscriptError
 from passhat.local.spawner import SpawnError
+from passhat.records.bundle import transcript_links, write_file
+from passhat.records.layout import REPORT
+from passhat.records.record import AttemptRecord, infra_errors_by_reason
 from passhat.stats import KSummary, summarize_many, tally
 from passhat.trials.ledger import LedgerError, SlotLedger
 from passhat.trials.outcomes import Outcome, Verdict
@@ -310,11 +314,22 @@ def _run_locked(
         )
         write_metrics()
         return EXIT_INTERRUPTED
-    from passhat.report import render
+    from passhat.report import build_report, render_report
 
-    stdout.write(
-        render(tallies, ks, options.format, title=plan.eval_name, color=_color(stdout, environ))
+    report = build_report(
+        tallies, ks, title=plan.eval_name, infra_by_reason=infra_errors_by_reason(records)
     )
+    stdout.write(render_report(report, options.format, color=_color(stdout, environ)))
+    flaky = {row.task_id for row in report.flaky}
+    links = transcript_links(cast("list[AttemptRecord]", records), tasks=flaky)
+    # NB: the run directory reads like a bundle: its report.html links the flaky tasks'
+    # transcripts (no intervals: a run imports no numpy; `passhat score DIR/trials.jsonl
+    # --format html` adds them)
+    try:
+        html = render_report(dataclasses.replace(report, transcripts=links), "html")
+        write_file(os.path.join(out, REPORT), html.encode())
+    except PasshatError as err:
+        stderr.write(f"passhat: warning: {err} (the run itself is recorded)\n")
     if passed is not None:
         gate = evaluation.spec.gate
         assert gate is not None

@@ -6,8 +6,9 @@ falls due, or a stop is requested. Attempts are started by a few spawner threads
 (`passhat.local.spawner`) so that their start-up waits overlap. When an attempt ends, the
 whole of it is settled in one place (`_finish`): its process group and cgroup are
 emptied (without a cgroup, what left its session: `passhat.local.orphans`), it is
-classified (`passhat.trials.classify_exit`), folded into the `SlotLedger` (exactly once)
-and appended to the journal, and a retry is scheduled when the retry plan allows one.
+classified (`passhat.trials.classify_exit`), its result JSON (when it wrote a valid one)
+kept in `results/`, folded into the `SlotLedger` (exactly once) and appended to the
+journal, and a retry is scheduled when the retry plan allows one.
 The loop does not run on the main thread: with cgroup v1 a spawning thread steps into the
 attempt's cgroup (see `passhat.local.cgroup`), which the main thread must never do, and
 the main thread is left to turn signals into `stop()`.
@@ -39,7 +40,7 @@ from passhat.local.orphans import REAP_INTERVAL, AttemptKey, Sweeper
 from passhat.local.plan import Plan
 from passhat.local.sandbox import Scratch, expand
 from passhat.local.spawner import Spawner, SpawnError, SpawnRequest
-from passhat.records.layout import NAME_MAX, transcript_name
+from passhat.records.layout import NAME_MAX, RESULTS, transcript_name
 from passhat.trials.classify import classify_exit, normalize_exit_code
 from passhat.trials.ledger import SlotLedger
 from passhat.trials.outcomes import Outcome, Verdict
@@ -108,6 +109,7 @@ class Executor:
         journal: Journal,
         transcripts: str,
         capacity: Capacity,
+        results: str | None = None,
         pool: Pool | None,
         on_record: Callable[[dict[str, Any]], None] | None = None,
         on_progress: Callable[[Progress], None] | None = None,
@@ -118,6 +120,8 @@ class Executor:
         self.ledger = ledger
         self.journal = journal
         self.transcripts = transcripts
+        # NB: beside transcripts/ unless told: the run directory's results/
+        self.results = results or os.path.join(os.path.dirname(transcripts), RESULTS)
         self.capacity = capacity
         self.pool = pool
         self.on_record = on_record
@@ -137,6 +141,7 @@ class Executor:
         self._scratch: Scratch | None = None
         self._spawner: Spawner | None = None
         self._transcript_dirs: dict[int, str] = {}
+        self._result_dirs: dict[int, str] = {}
         self._watch_rss = pool is None and plan.limits.memory is not None
         self._next_rss = 0.0
         self._orphans: Sweeper | None = None
@@ -330,10 +335,34 @@ class Executor:
             directory = self._transcript_dirs[task] = os.path.join(self.transcripts, name)
         path = os.path.join(directory, f"{trial}-{attempt}.log")
         if not self.fresh_transcripts:
-            # NB: an orphan of a killed run may still hold the old file open
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(path)
+            # NB: an orphan of a killed run may still hold the old file open; a result of
+            # a killed run's attempt must not stand for this one's
+            for stale in (path, self._result_file(task, trial, attempt)):
+                with contextlib.suppress(FileNotFoundError, NotADirectoryError):
+                    os.unlink(stale)
         return path
+
+    def _result_file(self, task: int, trial: int, attempt: int) -> str:
+        directory = self._result_dirs.get(task)
+        if directory is None:
+            name = transcript_name(self.plan.task_ids[task])
+            directory = self._result_dirs[task] = os.path.join(self.results, name)
+        return os.path.join(directory, f"{trial}-{attempt}.json")
+
+    def _keep_result(self, attempt: Attempt, data: bytes) -> None:
+        """Write the attempt's result JSON to `results/<task>/<trial>-<attempt>.json`."""
+        path = self._result_file(attempt.task, attempt.trial, attempt.attempt)
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+        except FileNotFoundError:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+        finally:
+            os.close(fd)
 
     def _reap(self, attempt: Attempt) -> int | None:
         # NB: kill the rest of the group before reaping, while the pgid cannot be reused
@@ -362,7 +391,7 @@ class Executor:
         if self._orphans is not None:
             # NB: before its directory is reset: nothing of it may write there afterwards
             self._orphans.sweep(self._running_keys(but=attempt))
-        result_left, result = _read_result(self._result_path(attempt.worker))
+        result_left, data, result = _read_result(self._result_path(attempt.worker))
         self._forget(attempt, result_left=result_left)
         verdict = classify_exit(
             exit_code=exit_code,
@@ -377,6 +406,9 @@ class Executor:
             attempt.task, attempt.trial, attempt.attempt, verdict, final=final
         ):
             return None
+        if result is not None:
+            # NB: before its journal line: a recorded attempt's result is on disk
+            self._keep_result(attempt, data)
         record = {
             "task_id": plan.task_ids[attempt.task],
             "trial": attempt.trial,
@@ -387,6 +419,8 @@ class Executor:
             "duration_s": round(duration, 3),
             "final": final,
         }
+        if verdict.message:
+            record["message"] = verdict.message
         self.journal.append(record)
         self._count(verdict, final)
         if self.on_record is not None:
@@ -467,21 +501,21 @@ class Executor:
             self.on_progress(self.progress)
 
 
-def _read_result(path: str) -> tuple[bool, dict[str, Any] | None]:
-    """Whether something is at `path`, and the result JSON it holds, if valid."""
+def _read_result(path: str) -> tuple[bool, bytes, dict[str, Any] | None]:
+    """Whether something is at `path`, what was read, and the result JSON it holds, if valid."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
     except FileNotFoundError:
-        return False, None
+        return False, b"", None
     except OSError:
-        return True, None
+        return True, b"", None
     try:
         data = os.read(fd, MAX_RESULT_BYTES * 16)
     except OSError:
-        return True, None
+        return True, b"", None
     finally:
         os.close(fd)
-    return True, parse_result(data)
+    return True, data, parse_result(data)
 
 
 def _close_inherited_fds() -> None:

@@ -22,9 +22,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from passhat.api.errors import InputError
+from passhat.records.record import JOURNAL_FIELDS
 
 __all__ = [
     "FIELDS",
+    "OPTIONAL_FIELDS",
     "SYNC_INTERVAL",
     "Journal",
     "JournalError",
@@ -32,7 +34,9 @@ __all__ = [
     "read_numbered_journal",
 ]
 
-FIELDS = ("task_id", "trial", "attempt", "outcome", "reason", "exit_code", "duration_s", "final")
+FIELDS = JOURNAL_FIELDS
+# Written when the record has it (the classifier's message, e.g. a result JSON's reason).
+OPTIONAL_FIELDS = ("message",)
 SYNC_INTERVAL = 0.05
 
 
@@ -126,7 +130,11 @@ class Journal:
 
     def append(self, record: Mapping[str, Any]) -> None:
         """Write one record now (one `write` call); it reaches the disk within SYNC_INTERVAL."""
-        line = json.dumps({key: record[key] for key in FIELDS})
+        fields = {key: record[key] for key in FIELDS}
+        for key in OPTIONAL_FIELDS:
+            if record.get(key):
+                fields[key] = record[key]
+        line = json.dumps(fields)
         data = (line + "\n").encode()
         try:
             written = os.write(self._fd, data)

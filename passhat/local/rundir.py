@@ -28,6 +28,7 @@ from typing import Any
 from passhat.api.errors import InputError, UsageError
 from passhat.api.load import load_eval
 from passhat.api.spec import ConsistencyEval
+from passhat.records.layout import SPEC, TRANSCRIPTS, TRIALS
 
 __all__ = [
     "JOURNAL",
@@ -42,10 +43,9 @@ __all__ = [
 ]
 
 ROOT = "passhat-runs"
-# What a run directory holds.
-JOURNAL = "trials.jsonl"
-SPEC_COPY = "spec.yaml"
-TRANSCRIPTS = "transcripts"
+# What a run directory holds (passhat.records.layout: the same layout as a bundle).
+JOURNAL = TRIALS
+SPEC_COPY = SPEC
 LOCK = ".passhat.lock"
 STAMP = "%Y%m%dT%H%M%SZ"
 _NAME = re.compile(r"^(\d{8}T\d{6}Z)(?:-(\d+))?$")

@@ -7,9 +7,10 @@ classifier saw. `passhat score`, `compare` and `regrade` read either kind alike.
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import Any, TypedDict
+
+from passhat.trials.outcomes import infra_reasons
 
 __all__ = ["CLUSTER_FIELDS", "JOURNAL_FIELDS", "AttemptRecord", "infra_errors_by_reason"]
 
@@ -59,9 +60,6 @@ class AttemptRecord(TypedDict, total=False):
 
 def infra_errors_by_reason(records: Iterable[Mapping[str, Any]]) -> dict[str, int]:
     """Infra-error attempts per reason (oom_killed, evicted, timeout, ...), most first."""
-    counts = Counter(
-        str(record.get("reason") or "unknown")
-        for record in records
-        if record.get("outcome") == "infra_error"
+    return infra_reasons(
+        (str(record.get("outcome")), str(record.get("reason") or "") or None) for record in records
     )
-    return dict(sorted(counts.items(), key=lambda item: (-item[1], item[0])))

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import math
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeAlias
 
@@ -154,12 +154,18 @@ def _interval_options(parser: argparse.ArgumentParser) -> None:
 
 
 def output_report(
-    tallies: Sequence[TaskTally], ks: Sequence[int], args: argparse.Namespace, *, title: str
+    tallies: Sequence[TaskTally],
+    ks: Sequence[int],
+    args: argparse.Namespace,
+    *,
+    title: str,
+    infra_by_reason: Mapping[str, int] | None = None,
 ) -> int:
     """Render the report of `tallies` as the options of add_report_options ask; exit code 0.
 
     Shared by `passhat score` and `passhat report`, so both print the same report for the
-    same trials: intervals unless --format json or --no-intervals, --plot, --out.
+    same trials: intervals unless --format json or --no-intervals, --plot, --out; the
+    infra errors by reason when the caller knows them.
     """
     from passhat.report import build_report, render_report, save_plot
     from passhat.stats import bootstrap
@@ -168,7 +174,9 @@ def output_report(
     if args.format != "json" and not args.no_intervals:
         resamples = args.resamples or 2000
         intervals = bootstrap(tallies, ks, resamples=resamples, seed=args.seed, level=args.level)
-    report = build_report(tallies, ks, title=title, intervals=intervals)
+    report = build_report(
+        tallies, ks, title=title, intervals=intervals, infra_by_reason=infra_by_reason
+    )
     if args.plot:
         save_plot(report, args.plot)
     color = args.out is None and args.format == "text" and sys.stdout.isatty()
@@ -196,9 +204,18 @@ def add_report_options(parser: argparse.ArgumentParser, *, k_help: str, title_he
 
 
 def _score(args: argparse.Namespace) -> int:
-    from passhat.trials.readers import read_tallies
+    from passhat.stats import tally
+    from passhat.trials.outcomes import infra_reasons
+    from passhat.trials.readers import read_rows
 
-    tallies = read_tallies(args.files)
+    rows = read_rows(args.files)
+    tallies = tally((row.task_id, row.outcome.value) for row in rows)
+    # NB: by reason only when the file says why: Inspect and tau-bench logs do not
+    reasons = (
+        infra_reasons((row.outcome.value, row.reason) for row in rows)
+        if any(row.reason for row in rows)
+        else None
+    )
     ks = _ks(args.k, tallies)
     most = max((t.graded for t in tallies), default=0)
     for k in ks:
@@ -209,7 +226,7 @@ def _score(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
     title = args.title if args.title is not None else ", ".join(Path(f).name for f in args.files)
-    return output_report(tallies, ks, args, title=title)
+    return output_report(tallies, ks, args, title=title, infra_by_reason=reasons)
 
 
 def add_score_parser(subparsers: Subparsers) -> None:

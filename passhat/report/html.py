@@ -1,11 +1,17 @@
-"""The self-contained HTML report: one file, inline CSS and SVG, nothing fetched."""
+"""The self-contained HTML report: one file, inline CSS and SVG, nothing fetched.
+
+Beside a run directory's or bundle's `transcripts/` (its `report.html`), each flaky task
+links to its attempts' transcripts by relative links, so the folder opens anywhere.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from html import escape
+from urllib.parse import quote
 
 from passhat.report.model import Report, TaskRow
-from passhat.report.numbers import K_COLUMNS, k_cells, pct
+from passhat.report.numbers import K_COLUMNS, by_reason, k_cells, pct
 from passhat.report.svg import curve_svg
 
 __all__ = ["render_html"]
@@ -21,6 +27,8 @@ table { border-collapse: collapse; margin: 0.5rem 0 1.5rem; }
 th, td { padding: 0.25rem 0.7rem; border-bottom: 1px solid #e5e7eb; text-align: right; }
 th:first-child, td:first-child { text-align: left; }
 td.task { font-family: ui-monospace, monospace; }
+td.links { text-align: left; font-size: 0.85rem; }
+td.links a { margin-right: 0.5rem; white-space: nowrap; }
 .note { color: #6b7280; font-size: 0.85rem; }
 """
 
@@ -32,11 +40,22 @@ def _metric(label: str, value: str, css: str = "") -> str:
     )
 
 
-def _task_table(rows: list[TaskRow]) -> str:
-    head = "".join(f"<th>{h}</th>" for h in ("task", "passed", "pass rate", "infra errors"))
+def _links(links: Sequence[tuple[str, str]]) -> str:
+    return "".join(
+        f'<a href="{escape(quote(href), quote=True)}">{escape(label)}</a>' for label, href in links
+    )
+
+
+def _task_table(
+    rows: list[TaskRow], links: Mapping[str, Sequence[tuple[str, str]]] | None = None
+) -> str:
+    names = ["task", "passed", "pass rate", "infra errors"] + (["transcripts"] if links else [])
+    head = "".join(f"<th>{h}</th>" for h in names)
     body = "".join(
         f'<tr><td class="task">{escape(r.task_id)}</td><td>{r.passed}/{r.graded}</td>'
-        f"<td>{pct(r.pass_rate)}</td><td>{r.infra_errors}</td></tr>"
+        f"<td>{pct(r.pass_rate)}</td><td>{r.infra_errors}</td>"
+        + (f'<td class="links">{_links(links.get(r.task_id, ()))}</td>' if links else "")
+        + "</tr>"
         for r in rows
     )
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
@@ -62,10 +81,12 @@ def render_html(report: Report) -> str:
             _metric(f"infra errors ({report.attempts} attempts)", pct(report.infra_error_rate)),
             "</div>",
         ]
+    if report.infra_by_reason:
+        parts.append(f'<p class="note">{escape(by_reason(report.infra_by_reason))}</p>')
     flaky = report.flaky
     if flaky:
         parts.append(f"<h2>Flaky tasks ({len(flaky)}), most inconsistent first</h2>")
-        parts.append(_task_table(flaky))
+        parts.append(_task_table(flaky, report.transcripts))
     body = "".join(
         "<tr>"
         + "".join(f"<td>{escape(c)}</td>" for c in k_cells(s, report.intervals_at(s.k)))

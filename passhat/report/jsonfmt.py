@@ -15,11 +15,13 @@ def render_json(report: Report) -> str:
 
 
 def render_json_full(report: Report) -> str:
-    """An object: `by_k` (the eight-key array), `intervals`, `tasks` (flaky first), `curve`."""
+    """An object: `by_k` (the eight-key array), `infra_errors_by_reason` (`{}` when the input
+    had no reasons), `intervals`, `tasks` (flaky first), `curve`."""
     document = {
         "title": report.title,
         "by_k": [s.as_json() for s in report.summaries],
         "infra_error_rate": report.infra_error_rate,
+        "infra_errors_by_reason": report.infra_by_reason,
         "attempts": report.attempts,
         "intervals": [i.as_json() for i in report.intervals] if report.intervals else None,
         "tasks": [row.as_json() for row in report.tasks],

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from passhat.report.model import Report
-from passhat.report.numbers import K_COLUMNS, headline, k_cells, pct
+from passhat.report.numbers import K_COLUMNS, by_reason, headline, k_cells, pct
 
 __all__ = ["render_markdown"]
 
@@ -26,6 +26,8 @@ def render_markdown(report: Report) -> str:
             f"of {report.attempts} attempts",
             "",
         ]
+    if report.infra_by_reason:
+        lines += [_escape(by_reason(report.infra_by_reason)), ""]
     flaky = report.flaky
     if flaky:
         table = ["| task | passed | pass rate | infra errors |", "|---|---:|---:|---:|"]

@@ -3,13 +3,16 @@
 A report is built from per-task tallies, whoever produced them (a local run, the
 operator's ledger, score files): the summary per requested k, the headline (the gap between
 the mean pass rate and pass^k at the largest k), the per-task table with the flaky tasks
-first (most inconsistent first), and the pass^k / pass@k curve over k.
+first (most inconsistent first), and the pass^k / pass@k curve over k. Two optional
+parts come from whoever has them: the infra errors by reason (a trial file with reasons, a
+local run, the operator's status) and links to each task's transcripts (a run directory
+or bundle, whose report.html sits beside its `transcripts/`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from passhat.stats import KIntervals, KSummary, TaskTally, summarize, summarize_many
@@ -68,6 +71,10 @@ class Report:
     tasks: list[TaskRow]
     curve: list[CurvePoint]
     attempts: int
+    # infra-error attempts per reason, most first (empty when the input had no reasons)
+    infra_by_reason: dict[str, int] = field(default_factory=dict)
+    # task id -> (label, relative href) of each of its transcripts (empty: no links)
+    transcripts: Mapping[str, Sequence[tuple[str, str]]] = field(default_factory=dict)
 
     @property
     def headline(self) -> KSummary | None:
@@ -108,8 +115,15 @@ def build_report(
     *,
     title: str = "",
     intervals: Sequence[KIntervals] | None = None,
+    infra_by_reason: Mapping[str, int] | None = None,
+    transcripts: Mapping[str, Sequence[tuple[str, str]]] | None = None,
 ) -> Report:
-    """The report of these tallies at these ks (ValueError for a k below 1)."""
+    """The report of these tallies at these ks (ValueError for a k below 1).
+
+    `infra_by_reason`: infra-error attempts per reason, shown when given and not empty;
+    `transcripts`: per task id, (label, relative href) links the HTML report shows beside
+    the flaky tasks.
+    """
     summaries = summarize_many(tallies, ks)
     flaky = flaky_order(tallies)
     flaky_ids = {t.task_id for t in flaky}
@@ -130,4 +144,6 @@ def build_report(
         tasks=rows,
         curve=curve,
         attempts=sum(t.attempts for t in tallies),
+        infra_by_reason=dict(infra_by_reason or {}),
+        transcripts=dict(transcripts or {}),
     )

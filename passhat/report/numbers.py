@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from passhat.stats import KIntervals, KSummary
 
-__all__ = ["K_COLUMNS", "cell", "headline", "k_cells", "pct"]
+__all__ = ["K_COLUMNS", "by_reason", "cell", "headline", "k_cells", "pct"]
 
 # The columns of the per-k table, the same in every human format.
 K_COLUMNS = ("k", "tasks", "mean", "pass@k", "pass^k", "flaky", "need more trials")
@@ -30,6 +30,11 @@ def headline(summary: KSummary) -> str:
         f"pass^{summary.k} {pct(summary.pass_hat_k)} vs mean pass rate "
         f"{pct(summary.mean_pass_rate)}: {gap:.1f} points lost to inconsistency"
     )
+
+
+def by_reason(counts: dict[str, int]) -> str:
+    """`infra errors by reason: oom_killed 3, timeout 1` (counts most first)."""
+    return "infra errors by reason: " + ", ".join(f"{r} {n}" for r, n in counts.items())
 
 
 def k_cells(summary: KSummary, intervals: KIntervals | None) -> tuple[str, ...]:

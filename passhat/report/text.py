@@ -5,7 +5,7 @@ from __future__ import annotations
 import io
 
 from passhat.report.model import Report, TaskRow
-from passhat.report.numbers import K_COLUMNS, headline, k_cells, pct
+from passhat.report.numbers import K_COLUMNS, by_reason, headline, k_cells, pct
 
 __all__ = ["render_text"]
 
@@ -49,6 +49,8 @@ def render_text(report: Report, *, color: bool = False, width: int = 100) -> str
             f"of {report.attempts} attempts",
             soft_wrap=True,
         )
+    if report.infra_by_reason:
+        console.print(by_reason(report.infra_by_reason), soft_wrap=True, markup=False)
     flaky = report.flaky
     if flaky:
         # The flaky tasks come first, right under the headline: they are why pass^k < mean.

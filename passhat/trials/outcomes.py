@@ -8,6 +8,8 @@ below are the ones passhat itself produces.
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -28,6 +30,7 @@ __all__ = [
     "Outcome",
     "Verdict",
     "exit_reason",
+    "infra_reasons",
 ]
 
 
@@ -70,6 +73,18 @@ RESULT = "result"
 def exit_reason(code: int) -> str:
     """The reason of an unlisted non-zero exit (the agent crashed): `exit_<code>`."""
     return f"exit_{code}"
+
+
+def infra_reasons(attempts: Iterable[tuple[str, str | None]]) -> dict[str, int]:
+    """Infra-error attempts per reason from (outcome, reason) pairs, most first.
+
+    An infra error without a reason counts as `unknown`. The one count behind every
+    report's "infra errors by reason" (score, run, report, trials).
+    """
+    counts = Counter(
+        reason or "unknown" for outcome, reason in attempts if outcome == Outcome.INFRA_ERROR
+    )
+    return dict(sorted(counts.items(), key=lambda item: (-item[1], item[0])))
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ from passhat.trials.readers.rows import TrialRow
 from passhat.trials.readers.table import parse_csv
 from passhat.trials.readers.taubench import is_taubench, parse_taubench
 
-__all__ = ["TrialRow", "read_tallies", "read_trials"]
+__all__ = ["TrialRow", "read_rows", "read_tallies", "read_trials"]
 
 _FORMATS = "JSON Lines, CSV, an Inspect JSON log or tau-bench results"
 
@@ -106,7 +106,11 @@ def read_trials(path: str | os.PathLike[str]) -> list[TrialRow]:
     return rows
 
 
+def read_rows(paths: Iterable[str | os.PathLike[str]]) -> list[TrialRow]:
+    """The rows of all files together (shards of one run), file after file."""
+    return [row for path in paths for row in read_trials(path)]
+
+
 def read_tallies(paths: Iterable[str | os.PathLike[str]]) -> list[TaskTally]:
     """Per-task tallies over the rows of all files together (shards of one run)."""
-    rows = [row for path in paths for row in read_trials(path)]
-    return tally((row.task_id, row.outcome.value) for row in rows)
+    return tally((row.task_id, row.outcome.value) for row in read_rows(paths))

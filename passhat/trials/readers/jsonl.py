@@ -2,7 +2,8 @@
 
 This is passhat's own format (the local executor's `trials.jsonl`) and the easiest export
 from any harness. Extra keys (trial, attempt, reason, duration_s, final, ...) are allowed
-and ignored, except `trial`, which is kept when it is an integer. Blank lines are skipped.
+and ignored, except `trial`, kept when it is an integer, and `reason`, kept when it is a
+non-empty string (the infra errors by reason of the report). Blank lines are skipped.
 A line repeating the `task_id`, `trial` and `attempt` (integers) of an earlier line is the
 same attempt twice (a copied line): it counts once, as in the ledger of `passhat run`.
 """
@@ -15,7 +16,7 @@ from typing import Any
 from passhat.api.errors import InputError
 from passhat.trials.readers.rows import TrialRow, parse_outcome, parse_task_id
 
-__all__ = ["TOO_MANY_DIGITS", "parse_jsonl", "row_from_object"]
+__all__ = ["TOO_MANY_DIGITS", "TORN", "parse_jsonl", "row_from_object"]
 
 TOO_MANY_DIGITS = "bad JSON: a number with more than 4300 digits"
 TORN = (
@@ -34,11 +35,13 @@ def row_from_object(obj: Any, *, path: str, line: int | None, where: str = "") -
         if key not in obj:
             raise InputError(f"{where}missing key {key!r}", path=path, line=line)
     trial = obj.get("trial")
+    reason = obj.get("reason")
     return TrialRow(
         task_id=parse_task_id(obj["task_id"], path=path, line=line, where=where),
         outcome=parse_outcome(obj["outcome"], path=path, line=line, where=where),
         trial=trial if isinstance(trial, int) and not isinstance(trial, bool) else None,
         line=line,
+        reason=(reason.strip() or None) if isinstance(reason, str) else None,
     )
 
 

@@ -14,12 +14,16 @@ _VALUES = {outcome.value for outcome in Outcome}
 
 @dataclass(frozen=True)
 class TrialRow:
-    """One finished trial attempt read from a file (`line`: 1-based, or None in a JSON document)."""
+    """One finished trial attempt read from a file (`line`: 1-based, or None in a JSON document).
+
+    `reason` is the file's reason (oom_killed, timeout, ...) when it gives one as text.
+    """
 
     task_id: str
     outcome: Outcome
     trial: int | None = None
     line: int | None = None
+    reason: str | None = None
 
 
 def parse_outcome(value: object, *, path: str, line: int | None, where: str = "") -> Outcome:

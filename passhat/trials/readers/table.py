@@ -1,6 +1,7 @@
 """CSV trial files: a header row naming at least `task_id` and `outcome`, one trial per row.
 
-For spreadsheets and SQL exports. Other columns are ignored, except an integer `trial`.
+For spreadsheets and SQL exports. Other columns are ignored, except an integer `trial` and
+a `reason` (the infra errors by reason of the report).
 """
 
 from __future__ import annotations
@@ -38,12 +39,14 @@ def parse_csv(text: str, *, path: str) -> list[TrialRow]:
             if record.get("task_id") is None or record.get("outcome") is None:
                 raise InputError("too few fields in this row", path=path, line=line)
             trial = (record.get("trial") or "").strip()
+            reason = (record.get("reason") or "").strip()
             rows.append(
                 TrialRow(
                     task_id=parse_task_id(record["task_id"], path=path, line=line),
                     outcome=parse_outcome(record["outcome"], path=path, line=line),
                     trial=_trial_number(trial),
                     line=line,
+                    reason=reason or None,
                 )
             )
     except csv.Error as err:

@@ -1,0 +1,183 @@
+"""The `passhat trials` and `passhat transcripts` subcommands, for `passhat.cli`.
+
+Both read SOURCE through `passhat.records.source.Source` (`open_source` tells a run
+directory or bundle from a cluster eval's name), so they work alike on a laptop and on a
+cluster. They live here, beside `passhat report`, because this is the lowest layer that
+can open every kind of source; a local run directory never imports a Kubernetes client.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, TypeAlias
+
+from passhat.records.layout import RESULTS, transcript_relpath
+from passhat.records.record import AttemptRecord, infra_errors_by_reason
+
+if TYPE_CHECKING:
+    from passhat.records.source import Source
+
+__all__ = ["add_source_options", "add_transcripts_parser", "add_trials_parser", "summary_line"]
+
+Subparsers: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
+
+
+def add_source_options(parser: argparse.ArgumentParser) -> None:
+    """SOURCE, -n/--namespace and --kubeconfig: what open_source reads."""
+    parser.add_argument(
+        "source",
+        metavar="SOURCE",
+        help="a run directory of passhat run, a bundle (passhat report --bundle), or the "
+        "name of a ConsistencyEval on the cluster",
+    )
+    parser.add_argument(
+        "--namespace",
+        "-n",
+        metavar="NS",
+        help="the eval's namespace (default: the kubeconfig context's)",
+    )
+    parser.add_argument("--kubeconfig", metavar="PATH", help="kubeconfig file to use")
+
+
+def _non_negative(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
+    return value
+
+
+def summary_line(title: str, records: Sequence[AttemptRecord]) -> str:
+    """`passhat: 40 attempts of 5 tasks in DIR; infra errors by reason: oom_killed 1`."""
+    tasks = len({r["task_id"] for r in records})
+    line = f"passhat: {len(records)} attempts of {tasks} tasks in {title}"
+    reasons = infra_errors_by_reason(records)
+    if reasons:
+        line += "; infra errors by reason: " + ", ".join(f"{r} {n}" for r, n in reasons.items())
+    else:
+        line += "; no infra errors"
+    return line
+
+
+def _trials(args: argparse.Namespace) -> int:
+    from passhat.operator.records_source import open_source
+    from passhat.records.bundle import jsonl, write_file
+
+    source = open_source(args.source, namespace=args.namespace, kubeconfig=args.kubeconfig)
+    records = source.records()
+    text = jsonl(records)
+    if args.out is None:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    else:
+        write_file(args.out, text.encode())
+    print(summary_line(source.title, records), file=sys.stderr)
+    if args.out is not None:
+        print(f"passhat: wrote {args.out}", file=sys.stderr)
+    return 0
+
+
+def add_trials_parser(subparsers: Subparsers) -> None:
+    """Add `passhat trials SOURCE [-n NS] [--kubeconfig P] [--out FILE]`."""
+    parser = subparsers.add_parser(
+        "trials",
+        help="every attempt of a run directory, bundle or cluster eval, as trials.jsonl",
+        description="Print every finished attempt of SOURCE as JSON Lines in the trials.jsonl "
+        "schema (task_id, trial, attempt, outcome, reason, exit_code, duration_s, final; "
+        "message when the classifier said more; on a cluster also pod, node, started_at, "
+        "finished_at, log_bytes, log_truncated, result). passhat score, compare and power "
+        "read the output as they read a local run's trials.jsonl. A summary with the infra "
+        "errors by reason goes to stderr.",
+    )
+    add_source_options(parser)
+    parser.add_argument("--out", metavar="FILE", help="write the JSON Lines here, not to stdout")
+    parser.set_defaults(func=_trials)
+
+
+def _header(record: AttemptRecord, relpath: str) -> str:
+    reason = f", {record.get('reason')}" if record.get("reason") else ""
+    return (
+        f"==> {relpath} (task {record['task_id']}, trial {record['trial']}, attempt "
+        f"{record['attempt']}: {record['outcome']}{reason}) <==\n"
+    )
+
+
+def _print_attempts(source: Source, records: Sequence[AttemptRecord]) -> int:
+    """Each attempt's transcript (and result JSON) under a header on stdout; the number of
+    attempts that had no transcript (never archived, or the file is gone)."""
+    out = sys.stdout.buffer
+    missing = 0
+    for record in records:
+        task_id, trial, attempt = record["task_id"], record["trial"], record["attempt"]
+        transcript = source.transcript(record)
+        out.write(_header(record, transcript_relpath(task_id, trial, attempt)).encode())
+        if transcript is None:
+            missing += 1
+            out.write(b"(no transcript)\n")
+        else:
+            out.write(transcript if transcript.endswith(b"\n") else transcript + b"\n")
+        result = source.result(record)
+        if result is not None:
+            relpath = transcript_relpath(task_id, trial, attempt, kind=RESULTS)
+            out.write(f"==> {relpath} <==\n".encode())
+            out.write(result if result.endswith(b"\n") else result + b"\n")
+    out.flush()
+    return missing
+
+
+def _transcripts(args: argparse.Namespace) -> int:
+    from passhat.operator.records_source import open_source
+    from passhat.records.bundle import write_attempts
+    from passhat.records.source import select_attempts
+
+    source = open_source(args.source, namespace=args.namespace, kubeconfig=args.kubeconfig)
+    chosen = select_attempts(
+        source.records(),
+        task_id=args.task,
+        trial=args.trial,
+        attempt=args.attempt,
+        where=source.title,
+    )
+    if args.out is None:
+        sys.stdout.flush()
+        missing = _print_attempts(source, chosen)
+    else:
+        written = write_attempts(source, chosen, args.out)
+        missing = len(written.missing)
+        print(
+            f"passhat: wrote {len(written.transcripts)} transcripts and "
+            f"{len(written.results)} result files to {args.out}",
+            file=sys.stderr,
+        )
+    if missing:
+        print(
+            f"passhat: note: {missing} of {len(chosen)} attempts have no transcript in "
+            f"{source.title}",
+            file=sys.stderr,
+        )
+    return 0
+
+
+def add_transcripts_parser(subparsers: Subparsers) -> None:
+    """Add `passhat transcripts SOURCE --task ID [--trial N] [--attempt A] [--out DIR]`."""
+    parser = subparsers.add_parser(
+        "transcripts",
+        help="the transcripts (and result JSON) of a task's attempts, local or on a cluster",
+        description="Print the transcript and result JSON of every attempt of --task "
+        "(narrowed by --trial and --attempt) in SOURCE, each under a `==> PATH (...) <==` "
+        "header; with --out DIR write them in the run-directory layout instead "
+        "(DIR/transcripts/<task>/<trial>-<attempt>.log, DIR/results/...json), ready for "
+        "passhat regrade DIR.",
+    )
+    add_source_options(parser)
+    parser.add_argument("--task", required=True, metavar="ID", help="the task's id")
+    parser.add_argument("--trial", type=_non_negative, metavar="N", help="only this trial")
+    parser.add_argument(
+        "--attempt", type=_non_negative, metavar="A", help="only this attempt (0: the first)"
+    )
+    parser.add_argument("--out", metavar="DIR", help="write the files under DIR, not to stdout")
+    parser.set_defaults(func=_transcripts)

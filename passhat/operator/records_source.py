@@ -1,0 +1,117 @@
+"""A cluster eval as a records `Source`, and the one place that tells sources apart.
+
+`ClusterSource` reads an eval's archived attempts through the operator's records API
+(`passhat.operator.records_client.RecordsClient`): the records and manifest in one call,
+each transcript on demand. `open_source(SOURCE)` is where the CLI decides what SOURCE
+names: an existing directory (or anything path-like) is a run directory or bundle
+(`passhat.records.RunDirectory`), anything else the name of a ConsistencyEval. Every
+command after that speaks `passhat.records.source.Source` only.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import re
+from typing import Any, Protocol
+
+from passhat.records.record import AttemptRecord
+from passhat.records.source import RunDirectory, Source
+
+__all__ = ["ClusterSource", "RecordsReader", "is_eval_name", "open_source"]
+
+# A Kubernetes object name (DNS-1123 subdomain); anything else must be a directory.
+_NAME = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")
+
+
+class RecordsReader(Protocol):
+    """What ClusterSource needs of `RecordsClient` (a fake in tests has the same shape)."""
+
+    def records(self, namespace: str, name: str) -> tuple[dict[str, Any], list[AttemptRecord]]:
+        """(manifest, records) of one eval."""
+        ...
+
+    def transcript(
+        self, namespace: str, name: str, *, task_id: str, trial: int, attempt: int
+    ) -> bytes | None:
+        """One attempt's archived logs, None when there are none."""
+        ...
+
+
+class ClusterSource:
+    """A ConsistencyEval's archived attempts, read through the records API."""
+
+    def __init__(self, client: RecordsReader, namespace: str, name: str) -> None:
+        self.client = client
+        self.namespace = namespace
+        self.name = name
+        self._fetched: tuple[dict[str, Any], list[AttemptRecord]] | None = None
+
+    @property
+    def title(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    def _fetch(self) -> tuple[dict[str, Any], list[AttemptRecord]]:
+        if self._fetched is None:
+            self._fetched = self.client.records(self.namespace, self.name)
+        return self._fetched
+
+    @property
+    def manifest(self) -> dict[str, Any]:
+        """The eval as archived: name, uid, creation time, task ids, the spec as it ran."""
+        return self._fetch()[0]
+
+    def records(self) -> list[AttemptRecord]:
+        return list(self._fetch()[1])
+
+    def spec_text(self) -> str | None:
+        """The eval as a ConsistencyEval document (`kubectl apply`-able, like a run's)."""
+        import yaml
+
+        from passhat.api.spec import API_VERSION, KIND
+
+        manifest = self.manifest
+        spec = manifest.get("spec")
+        if not isinstance(spec, dict):
+            return None
+        metadata = {
+            key: manifest[key]
+            for key in ("name", "namespace", "uid", "creationTimestamp")
+            if manifest.get(key)
+        }
+        document = {"apiVersion": API_VERSION, "kind": KIND, "metadata": metadata, "spec": spec}
+        return str(yaml.safe_dump(document, sort_keys=False))
+
+    def transcript(self, record: AttemptRecord) -> bytes | None:
+        return self.client.transcript(
+            self.namespace,
+            self.name,
+            task_id=record["task_id"],
+            trial=record["trial"],
+            attempt=record["attempt"],
+        )
+
+    def result(self, record: AttemptRecord) -> bytes | None:
+        result = record.get("result")
+        return None if result is None else (json.dumps(result, indent=2) + "\n").encode()
+
+
+def is_eval_name(text: str) -> bool:
+    """Whether SOURCE names an eval: a Kubernetes name that is not an existing directory."""
+    return not os.path.isdir(text) and _NAME.fullmatch(text) is not None
+
+
+def open_source(
+    text: str, *, namespace: str | None = None, kubeconfig: str | None = None
+) -> Source:
+    """The source SOURCE names: a run directory or bundle, else an eval on the cluster
+    (in `namespace`, default the kubeconfig context's, as `passhat report`)."""
+    if not is_eval_name(text):
+        return RunDirectory(text)
+    from passhat.operator.live import current_namespace
+
+    # NB: looked up by name: the records client is another module of this issue (#18)
+    module: Any = importlib.import_module("passhat.operator.records_client")
+    client: RecordsReader = module.RecordsClient(kubeconfig)
+    return ClusterSource(client, namespace or current_namespace(kubeconfig), text)
