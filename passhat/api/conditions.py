@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 __all__ = [
+    "ARCHIVE_PENDING",
     "COMPLETE",
     "CONDITION_TYPES",
     "CONFIG_ERROR",
@@ -19,6 +20,7 @@ __all__ = [
     "INFRA_ERRORS_HIGH",
     "REASON_ABOVE_THRESHOLD",
     "REASON_ALL_FINAL",
+    "REASON_ARCHIVED",
     "REASON_BELOW_THRESHOLD",
     "REASON_FIRST_ATTEMPTS_FAILED",
     "REASON_GATE_MET",
@@ -26,6 +28,7 @@ __all__ = [
     "REASON_INVALID_SPEC",
     "REASON_RESOLVED",
     "REASON_RUNNING",
+    "REASON_STORE_FAILING",
     "REASON_TASKS_UNAVAILABLE",
     "REASON_UNSAFE_TEMPLATE",
     "find_condition",
@@ -44,7 +47,12 @@ CONFIG_ERROR = "ConfigError"
 # True when the infra-error rate is above the operator's threshold.
 INFRA_ERRORS_HIGH = "InfraErrorsHigh"
 
-CONDITION_TYPES = (COMPLETE, GATE_PASSED, CONFIG_ERROR, INFRA_ERRORS_HIGH)
+# True while recorded attempts cannot be archived (the record store is down or refuses):
+# their pods stay held, no more than that many fewer pods run, and the eval does not
+# complete until every record is in the store. False once the store works again.
+ARCHIVE_PENDING = "ArchivePending"
+
+CONDITION_TYPES = (COMPLETE, GATE_PASSED, CONFIG_ERROR, INFRA_ERRORS_HIGH, ARCHIVE_PENDING)
 
 # -- reasons ----------------------------------------------------------------------------
 # Complete=True: every trial slot is final.
@@ -69,6 +77,10 @@ REASON_RESOLVED = "Resolved"
 REASON_ABOVE_THRESHOLD = "AboveThreshold"
 # InfraErrorsHigh=False: the infra-error rate is at or below the threshold.
 REASON_BELOW_THRESHOLD = "BelowThreshold"
+# ArchivePending=True: the record store failed; the message has its error.
+REASON_STORE_FAILING = "StoreFailing"
+# ArchivePending=False: every recorded attempt is in the record store again.
+REASON_ARCHIVED = "Archived"
 
 _STATUSES = frozenset({"True", "False", "Unknown"})
 

@@ -9,7 +9,7 @@ counts, and the per-slot record compressed in `ledger` (see
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -77,6 +77,14 @@ class Summary(_Model):
     infra_error_rate: float = Field(
         default=0.0, description="Infra-error attempts / all attempts (as passhat score)."
     )
+    infra_errors_by_reason: dict[str, int] = Field(
+        default_factory=dict,
+        description=(
+            "Infra-error attempts by reason (oom_killed, evicted, preempted, timeout, "
+            "node_lost, lost, deleted, image_error, config_error, reported, ...), retried "
+            "ones included."
+        ),
+    )
     k: int | None = Field(
         default=None, description="The headline k: gate.k if there is a gate, else the largest k."
     )
@@ -96,7 +104,9 @@ class GateResult(_Model):
 class Condition(_Model):
     """A condition in the Kubernetes shape (see passhat.api.conditions)."""
 
-    type: str = Field(description="Complete, GatePassed, ConfigError or InfraErrorsHigh.")
+    type: str = Field(
+        description="Complete, GatePassed, ConfigError, InfraErrorsHigh or ArchivePending."
+    )
     status: Literal["True", "False", "Unknown"] = Field(description="True, False or Unknown.")
     reason: str = Field(description="A CamelCase reason.")
     message: str = Field(default="", description="Human-readable detail.")
@@ -143,7 +153,7 @@ class EvalStatus(_Model):
     gate: GateResult | None = Field(default=None, description="The gate's result.")
     conditions: list[Condition] = Field(
         default_factory=list,
-        description="Complete, GatePassed, ConfigError, InfraErrorsHigh.",
+        description="Complete, GatePassed, ConfigError, InfraErrorsHigh, ArchivePending.",
         json_schema_extra={
             "x-kubernetes-list-type": "map",
             "x-kubernetes-list-map-keys": ["type"],
@@ -156,7 +166,11 @@ class EvalStatus(_Model):
 
 
 def build_summary(
-    by_k: Sequence[KSummary], *, headline_k: int | None, infra_error_rate: float
+    by_k: Sequence[KSummary],
+    *,
+    headline_k: int | None,
+    infra_error_rate: float,
+    infra_errors_by_reason: Mapping[str, int] | None = None,
 ) -> dict[str, Any]:
     """`status.summary` (camelCase JSON) from the per-k summaries of `passhat.stats`.
 
@@ -177,6 +191,7 @@ def build_summary(
             for s in ordered
         ],
         infra_error_rate=infra_error_rate,
+        infra_errors_by_reason=dict(infra_errors_by_reason or {}),
         k=headline.k if headline is not None else None,
         pass_hat_k=headline.pass_hat_k if headline is not None else None,
     )

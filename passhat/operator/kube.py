@@ -118,9 +118,14 @@ class EvalApi(Protocol):
         keep: Sequence[Mapping[str, Any]],
         release: Sequence[Mapping[str, Any]],
         create: Sequence[Mapping[str, Any]],
+        before: Callable[[Mapping[str, Any]], None] | None = None,
     ) -> list[str]:
         """Create, keep and release pods, all in parallel; the names of the creates that
         found their name taken (409) are returned.
+
+        `before(pod)` runs first for each pod to keep or release (the archive of its
+        attempt); when it raises, that pod is neither kept nor released (the next pass
+        lists it again).
 
         `keep`: finished pods whose outcome is recorded; ONE patch removes our finalizer
         and adds the recorded label, and the pod stays until its eval is deleted.
@@ -134,6 +139,15 @@ class EvalApi(Protocol):
 
     def release_pods(self, namespace: str, pods: Sequence[Mapping[str, Any]]) -> None:
         """Remove our finalizer from each pod, then delete it (in parallel; gone is fine)."""
+        ...
+
+    def releasing(self, namespace: str, eval_uid: str) -> int:
+        """How many of the eval's keeps and releases (and their archives) are in flight."""
+        ...
+
+    def read_pod_log(self, namespace: str, name: str, container: str, limit_bytes: int) -> bytes:
+        """Up to `limit_bytes` of a container's log; b"" when there is none (see
+        `passhat.operator.archive.LogReader`)."""
         ...
 
 
@@ -178,8 +192,9 @@ def slim_pod(pod: Mapping[str, Any]) -> dict[str, Any]:
     volumes, tolerations) and metadata (annotations, ownerReferences) that nothing reads;
     at 10,000 tracked pods that is the operator's peak RSS. What is kept is exactly what
     the readers of `EvalApi.list_pods` use: the metadata in `_POD_METADATA`, each
-    container's name and `terminationGracePeriodSeconds` from spec (the classifier's
-    trial container and deletion window), and the whole status (classification, trial
+    container's name, `terminationGracePeriodSeconds` and `nodeName` from spec (the
+    classifier's trial container and deletion window; the archived record's node), and
+    the whole status (classification, trial
     duration). `tests/unit/test_operator_kube.py` checks that every captured pod
     classifies the same slimmed as whole; a new reader of another field must add it here.
     """
@@ -192,8 +207,9 @@ def slim_pod(pod: Mapping[str, Any]) -> dict[str, Any]:
             for container in (containers if isinstance(containers, list) else [])
         ]
     }
-    if "terminationGracePeriodSeconds" in spec:
-        slim_spec["terminationGracePeriodSeconds"] = spec["terminationGracePeriodSeconds"]
+    for key in ("terminationGracePeriodSeconds", "nodeName"):
+        if key in spec:
+            slim_spec[key] = spec[key]
     return {
         "metadata": {key: meta[key] for key in _POD_METADATA if key in meta},
         "spec": slim_spec,
@@ -230,8 +246,11 @@ class Kube:
         self._release_pool = ThreadPoolExecutor(
             max_workers=self._config.write_threads, thread_name_prefix="passhat-release"
         )
-        self._releasing: set[tuple[str, str]] = set()
+        # (namespace, pod name) -> eval uid of each keep or release in flight
+        self._releasing: dict[tuple[str, str], str] = {}
         self._releasing_lock = threading.Lock()
+        # Called with an eval's uid when one of its keeps or releases is done (wakes it).
+        self.on_released: Callable[[str], None] | None = None
 
     def close(self) -> None:
         """Stop the write pools and close connections."""
@@ -251,13 +270,15 @@ class Kube:
         body: Any = None,
         content_type: str = "application/json",
         ok_statuses: tuple[int, ...] = (),
+        raw: bool = False,
     ) -> tuple[int, Any]:
-        """(status, parsed JSON body); retries transient failures; raises ApiError."""
+        """(status, parsed JSON body, or the bytes with `raw` on success); retries
+        transient failures; raises ApiError."""
         url_path = path + ("?" + urllib.parse.urlencode(query) if query else "")
         attempts = self._config.request_retries + 1
         for attempt in range(attempts):
             try:
-                status, data = self._once(method, url_path, body, content_type)
+                status, data = self._once(method, url_path, body, content_type, raw=raw)
             except (urllib3.exceptions.HTTPError, OSError) as err:
                 status, data = 0, {"message": f"{type(err).__name__}: {err}"}
             if 200 <= status < 300 or status in ok_statuses:
@@ -273,8 +294,10 @@ class Kube:
         error = Conflict if status == 409 else ApiError
         raise error(verb, status, message)
 
-    def _once(self, method: str, url_path: str, body: Any, content_type: str) -> tuple[int, Any]:
-        headers = {"Accept": "application/json", "Content-Type": content_type}
+    def _once(
+        self, method: str, url_path: str, body: Any, content_type: str, *, raw: bool = False
+    ) -> tuple[int, Any]:
+        headers = {"Accept": "*/*" if raw else "application/json", "Content-Type": content_type}
         method, url, headers, serialized, _ = self._client.param_serialize(
             method=method,
             resource_path=url_path,
@@ -290,13 +313,15 @@ class Kube:
             _request_timeout=self._config.request_timeout_s,
         )
         try:
-            raw = response.read()  # type: ignore[no-untyped-call]
+            content = response.read()  # type: ignore[no-untyped-call]
         finally:
             response.response.release_conn()
+        if raw and 200 <= int(response.status) < 300:
+            return int(response.status), bytes(content)
         try:
-            data = json.loads(raw) if raw else {}
+            data = json.loads(content) if content else {}
         except ValueError:
-            data = {"message": raw[:200].decode(errors="replace")}
+            data = {"message": content[:200].decode(errors="replace")}
         return int(response.status), data
 
     # -- EvalApi, OperatorApi ------------------------------------------------------------------
@@ -385,11 +410,12 @@ class Kube:
         keep: Sequence[Mapping[str, Any]],
         release: Sequence[Mapping[str, Any]],
         create: Sequence[Mapping[str, Any]],
+        before: Callable[[Mapping[str, Any]], None] | None = None,
     ) -> list[str]:
         for pod in keep:
-            self._release_later(namespace, pod, self._keep_pod)
+            self._release_later(namespace, pod, self._keep_pod, before)
         for pod in release:
-            self._release_later(namespace, pod, self._release_pod)
+            self._release_later(namespace, pod, self._release_pod, before)
         taken = self._parallel(
             [functools.partial(self._create_pod, namespace, pod) for pod in create]
         )
@@ -397,6 +423,30 @@ class Kube:
 
     def release_pods(self, namespace: str, pods: Sequence[Mapping[str, Any]]) -> None:
         self._parallel([functools.partial(self._release_pod, namespace, pod) for pod in pods])
+
+    def releasing(self, namespace: str, eval_uid: str) -> int:
+        with self._releasing_lock:
+            return sum(
+                1 for (ns, _), uid in self._releasing.items() if ns == namespace and uid == eval_uid
+            )
+
+    def read_pod_log(self, namespace: str, name: str, container: str, limit_bytes: int) -> bytes:
+        from passhat.operator.archive import LogUnavailable
+
+        try:
+            _, data = self._request(
+                "log",
+                "GET",
+                f"/api/v1/namespaces/{namespace}/pods/{name}/log",
+                query={"container": container, "limitBytes": str(max(1, limit_bytes))},
+                ok_statuses=(400, 404),
+                raw=True,
+            )
+        except ApiError as err:
+            # NB: 5xx after the retries: the API server could not reach the pod's kubelet.
+            raise LogUnavailable(f"pod {name} container {container}: {err}") from None
+        # NB: 400: the container never started (no log); 404: the pod is gone.
+        return data if isinstance(data, bytes) else b""
 
     def watch_pods(
         self, namespace: str, on_event: Callable[[str, Mapping[str, Any]], None]
@@ -436,29 +486,37 @@ class Kube:
         namespace: str,
         pod: Mapping[str, Any],
         release: Callable[[str, Mapping[str, Any]], None],
+        before: Callable[[Mapping[str, Any]], None] | None = None,
     ) -> None:
-        """Run `release(namespace, pod)` on the release pool; `list_pods` hides the pod
-        until it is done. A failure is logged: the next pass lists the pod again."""
-        key = (namespace, str((pod.get("metadata") or {}).get("name")))
+        """Run `before(pod)`, then `release(namespace, pod)`, on the release pool;
+        `list_pods` hides the pod until it is done. A failure is logged: the next pass
+        lists the pod again."""
+        meta = pod.get("metadata") or {}
+        key = (namespace, str(meta.get("name")))
+        uid = str((meta.get("labels") or {}).get(LABEL_EVAL_UID, ""))
         with self._releasing_lock:
             if key in self._releasing:
                 return
-            self._releasing.add(key)
+            self._releasing[key] = uid
 
         def run() -> None:
             try:
+                if before is not None:
+                    before(pod)
                 release(namespace, pod)
             except Exception as err:  # NB: the pod is listed again and released again
                 logger.warning("could not release pod %s/%s: %s", *key, err)
             finally:
                 with self._releasing_lock:
-                    self._releasing.discard(key)
+                    self._releasing.pop(key, None)
+                if self.on_released is not None and uid:
+                    self.on_released(uid)
 
         try:
             self._release_pool.submit(run)
         except RuntimeError:  # NB: the pool is shut down (closing): the next process will
             with self._releasing_lock:
-                self._releasing.discard(key)
+                self._releasing.pop(key, None)
 
     def _parallel(self, calls: Sequence[Callable[[], T]]) -> list[T]:
         """Run calls on the write pool; their results, or the first failure re-raised

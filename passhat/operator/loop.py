@@ -48,10 +48,14 @@ from passhat.api.errors import SpecError
 from passhat.api.load import parse_spec, resolve_tasks
 from passhat.api.spec import EvalSpec, Task, template_safety_problems
 from passhat.operator import events
+from passhat.operator.archive import Archiver, RecordedAttempt, manifest_of
 from passhat.operator.config import OperatorConfig
 from passhat.operator.kube import ApiError, Conflict, EvalApi
 from passhat.operator.pods import (
     FINALIZER,
+    LABEL_ATTEMPT,
+    LABEL_TASK,
+    LABEL_TRIAL,
     EvalRef,
     PodKey,
     build_pod,
@@ -62,7 +66,9 @@ from passhat.operator.pods import (
 from passhat.operator.status import (
     StatusInputs,
     build_status,
+    condition_status,
     config_error_status,
+    infra_errors_by_reason,
     is_terminal,
 )
 from passhat.trials.classify_pod import (
@@ -70,7 +76,7 @@ from passhat.trials.classify_pod import (
     parse_timestamp,
     verdict_for_vanished_pod,
 )
-from passhat.trials.ledger import LedgerError, SlotLedger
+from passhat.trials.ledger import LedgerError, SlotLedger, SlotState
 from passhat.trials.outcomes import CONFIG_ERROR, IMAGE_ERROR, LOST, Outcome, Verdict
 from passhat.trials.retry import RetryPlan
 
@@ -205,6 +211,7 @@ class EvalLoop:
         post_event: Callable[[Mapping[str, Any], events.Event], None] | None = None,
         on_recorded: Callable[[EvalRef, Recorded], None] | None = None,
         on_status: Callable[[EvalRef, Mapping[str, Any]], None] | None = None,
+        archiver: Archiver | None = None,
     ) -> None:
         self.api = api
         self.ref = ref
@@ -213,6 +220,7 @@ class EvalLoop:
         self._post_event = post_event
         self._on_recorded = on_recorded
         self._on_status = on_status
+        self._archiver = archiver
         self._resolved: tuple[int, _Resolved] | None = None
         # In memory only (a restart forgets them; see the module docstring):
         self._not_before: dict[tuple[int, int], float] = {}
@@ -275,9 +283,11 @@ class EvalLoop:
 
         if is_terminal(previous):
             # Finished before (maybe by an earlier process): only clean up leftovers.
-            keep, release = _dispose(list(pods), _ledger_of(previous))
+            ledger_before = _ledger_of(previous)
+            keep, release = _dispose(list(pods), ledger_before)
             if pods:
-                api.settle(ref.namespace, keep=keep, release=release, create=[])
+                before = self._archive_hook(body, ledger_before, [], now)
+                api.settle(ref.namespace, keep=keep, release=release, create=[], before=before)
             return PassResult(PassState.DONE, released=len(pods))
 
         packed = previous.get("ledger")
@@ -300,6 +310,9 @@ class EvalLoop:
         done: list[Mapping[str, Any]] = []
         live: set[tuple[int, int]] = set()
         recorded: list[Recorded] = []
+        # Pods whose attempt an earlier pass recorded and that are still held: their
+        # archive or release failed (the store is down?) or the operator restarted.
+        held = 0
 
         for pod in pods:
             if eval_owner(pod.get("metadata") or {}, ref.uid) is None:
@@ -320,6 +333,7 @@ class EvalLoop:
             current = ledger.next_attempt(*slot)
             if ledger.is_final(*slot) or key.attempt < current:
                 done.append(pod)  # recorded before, not yet released: only release it
+                held += 1
                 continue
             if key.attempt > current:
                 # NB: cannot happen (attempt a+1 is created only after a is in status);
@@ -345,13 +359,34 @@ class EvalLoop:
                 "(its labels were changed); it is released",
             )
             recorded.append(_fold(ledger, plan, tasks, key, verdict, None))
-            done.append({"metadata": {"name": name, "finalizers": [FINALIZER]}})
+            done.append(
+                {
+                    "metadata": {
+                        "name": name,
+                        "finalizers": [FINALIZER],
+                        "labels": {
+                            LABEL_TASK: str(key.task),
+                            LABEL_TRIAL: str(key.trial),
+                            LABEL_ATTEMPT: str(key.attempt),
+                        },
+                    }
+                }
+            )
 
         start_problem = self._note_start_failures(
             recorded, spec, ledger, [task.id for task in tasks]
         )
-        capacity = spec.parallelism - len(live)
+        archiving = self._archiver is not None
+        archive_error = self._archiver.failing(ref.uid) if self._archiver is not None else None
+        # NB: with a record store, held pods waiting for their archive count against
+        # parallelism (and, once the store is failing, so do this pass's records): while
+        # the store is down the eval pauses instead of piling up held pods.
+        waiting_now = held + (len(recorded) if archive_error is not None else 0)
+        capacity = spec.parallelism - len(live) - (waiting_now if archiving else 0)
         to_create = [] if start_problem else self._plan_creates(ledger, live, capacity, now)
+        archive_waiting = (
+            len(recorded) + held + api.releasing(ref.namespace, ref.uid) if archiving else 0
+        )
 
         status: dict[str, Any] | None = None
         progress = previous.get("progress") or {}
@@ -362,6 +397,14 @@ class EvalLoop:
             and "ledger" in previous
             and previous.get("observedGeneration") == generation
             and progress.get("running") == len(live)
+            and not (
+                archiving
+                and (
+                    archive_waiting
+                    or ledger.complete
+                    or condition_status(previous, cond.ARCHIVE_PENDING) == "True"
+                )
+            )
         )
         # NB: when idle nothing changed; skip recomputing the summary (CPU on big evals).
         if start_problem is not None:
@@ -386,6 +429,12 @@ class EvalLoop:
                     now=now,
                     infra_error_threshold=self.config.infra_error_threshold,
                     max_listed=self.config.max_listed_tasks,
+                    infra_errors_by_reason=infra_errors_by_reason(
+                        previous,
+                        [(item.verdict.reason, item.verdict.is_infra_error) for item in recorded],
+                    ),
+                    archive_waiting=archive_waiting,
+                    archive_error=archive_error,
                 )
             )
         patch = _status_patch(status, previous) if status is not None else None
@@ -404,8 +453,11 @@ class EvalLoop:
         create = [build_pod(eval_ref=ref, spec=spec, task=tasks[k.task], key=k) for k in to_create]
         let_go = len(keep) + len(release)
         if let_go or create:
+            before = self._archive_hook(body, ledger, recorded, now) if let_go else None
             try:
-                taken = api.settle(ref.namespace, keep=keep, release=release, create=create)
+                taken = api.settle(
+                    ref.namespace, keep=keep, release=release, create=create, before=before
+                )
             except ApiError as err:
                 if _refused_for_good(err):
                     # NB: the next pass stops the eval with a ConfigError naming the cause.
@@ -426,10 +478,92 @@ class EvalLoop:
             self._taken = {names[name]: name for name in taken if name in names}
         if start_problem is not None:
             return PassResult(PassState.DONE, recorded, 0, let_go, status)
-        state = PassState.DONE if ledger.complete and not live else PassState.CONTINUE
+        finished = ledger.complete and not live and not archive_waiting
+        state = PassState.DONE if finished else PassState.CONTINUE
         return PassResult(state, recorded, len(to_create), let_go, status)
 
     # -- pieces of the pass -------------------------------------------------------------------
+
+    def _archive_hook(
+        self,
+        body: Mapping[str, Any],
+        ledger: SlotLedger | None,
+        recorded: list[Recorded],
+        now: float,
+    ) -> Callable[[Mapping[str, Any]], None] | None:
+        """What runs before each pod is let go: archive its attempt if the ledger holds it.
+
+        Attempts recorded by this pass are archived without looking for an earlier copy
+        (none can exist: an attempt is archived only once its outcome is in status);
+        attempts an earlier pass recorded are looked up first and archived only if absent.
+        """
+        archiver = self._archiver
+        if archiver is None or ledger is None:
+            return None
+        resolved = self._resolved[1] if self._resolved is not None else None
+        if resolved is None:
+            try:
+                resolved = self._resolve(body, started=True)
+            except _ConfigProblem:
+                resolved = None
+        task_ids = (
+            [task.id for task in resolved.tasks]
+            if resolved is not None
+            else [f"task-{index}" for index in range(ledger.n_tasks)]
+        )
+        spec = resolved.spec if resolved is not None else None
+        main = str(spec.main_container.get("name")) if spec is not None else ""
+        manifest = manifest_of(body, task_ids)
+        fresh = {
+            item.key: RecordedAttempt(item.task_id, item.key, item.verdict, item.final)
+            for item in recorded
+        }
+        ref = self.ref
+
+        def archive(pod: Mapping[str, Any]) -> None:
+            key = pod_key(pod)
+            if key is None or not _recorded_in(ledger, pod) or key.task >= len(task_ids):
+                return  # NB: not a recorded attempt of this eval: nothing to archive
+            attempt = fresh.get(key) or self._recorded_before(pod, key, ledger, spec, task_ids, now)
+            archiver.archive(
+                ref,
+                pod=pod if "status" in pod else None,
+                attempt=attempt,
+                manifest=manifest,
+                main_container=main,
+                fresh=key in fresh,
+            )
+
+        return archive
+
+    def _recorded_before(
+        self,
+        pod: Mapping[str, Any],
+        key: PodKey,
+        ledger: SlotLedger,
+        spec: EvalSpec | None,
+        task_ids: list[str],
+        now: float,
+    ) -> RecordedAttempt:
+        """An attempt an earlier pass recorded, described again from its pod.
+
+        A terminal pod classifies as it did then. Otherwise (the classifier's grace
+        periods, a spec that no longer resolves) the ledger says what it can: a final
+        attempt's slot state, else an infra error (only those are retried).
+        """
+        slot = (key.task, key.trial)
+        final = ledger.is_final(*slot) and key.attempt == ledger.attempts(*slot) - 1
+        verdict = self._classify(pod, spec, now) if spec is not None and "status" in pod else None
+        if verdict is None:
+            state = ledger.state(*slot) if final else SlotState.INFRA_ERROR
+            outcome = {
+                SlotState.PASS: Outcome.PASS,
+                SlotState.FAIL: Outcome.FAIL,
+            }.get(state, Outcome.INFRA_ERROR)
+            verdict = Verdict(
+                outcome, "recorded", "recorded by an earlier pass; its pod no longer says why"
+            )
+        return RecordedAttempt(task_ids[key.task], key, verdict, final)
 
     def _load_ledger(self, packed: Any, resolved: _Resolved) -> SlotLedger:
         n_tasks, trials = len(resolved.tasks), resolved.spec.trials
@@ -596,8 +730,12 @@ class EvalLoop:
                 self._on_status(self.ref, status)
             self._emit(body, events.config_error(field="", message=problem.message))
         if pods:
-            keep, release = _dispose(list(pods), _ledger_of(previous))
-            self.api.settle(self.ref.namespace, keep=keep, release=release, create=[])
+            ledger = _ledger_of(previous)
+            keep, release = _dispose(list(pods), ledger)
+            before = self._archive_hook(body, ledger, [], now)
+            self.api.settle(
+                self.ref.namespace, keep=keep, release=release, create=[], before=before
+            )
         state = PassState.DONE if problem.terminal else PassState.CONTINUE
         return PassResult(state, released=len(pods), status=written)
 

@@ -11,7 +11,7 @@ full per-slot record, which `passhat report` expands.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from passhat.api import conditions as cond
@@ -31,6 +31,7 @@ __all__ = [
     "build_status",
     "condition_status",
     "config_error_status",
+    "infra_errors_by_reason",
     "is_terminal",
 ]
 
@@ -72,6 +73,12 @@ class StatusInputs:
     now: float
     infra_error_threshold: float = 0.2
     max_listed: int = 50
+    # Infra-error attempts by reason, this pass's included (previous counts + new ones).
+    infra_errors_by_reason: Mapping[str, int] = field(default_factory=dict)
+    # Recorded attempts not yet in the record store (0 when no store is configured).
+    archive_waiting: int = 0
+    # The record store's last error while archiving this eval's attempts, if it failed.
+    archive_error: str | None = None
 
 
 def _conditions(previous: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -124,20 +131,25 @@ def build_status(inputs: StatusInputs) -> dict[str, Any]:
     attempts = sum(t.attempts for t in tallies)
     infra_rate = first.infra_error_rate
     gate = _gate(spec, by_k, tallies)
-    complete = ledger.complete
+    # NB: with a record store, an eval is complete only once every record is in it.
+    complete = ledger.complete and inputs.archive_waiting == 0
     running = min(inputs.running, ledger.pending)
     generation = inputs.generation
 
     conditions = _conditions(previous)
+    final_message = f"{ledger.done}/{ledger.slots} trial slots final"
+    if ledger.complete and not complete:
+        final_message += f"; {inputs.archive_waiting} attempts wait to be archived"
     conditions = _set(
         conditions,
         cond.COMPLETE,
         complete,
         cond.REASON_ALL_FINAL if complete else cond.REASON_RUNNING,
-        f"{ledger.done}/{ledger.slots} trial slots final",
+        final_message,
         generation=generation,
         now=now,
     )
+    conditions = _archive_condition(conditions, inputs, previous)
     if attempts:
         high = infra_rate > inputs.infra_error_threshold
         conditions = _set(
@@ -172,7 +184,7 @@ def build_status(inputs: StatusInputs) -> dict[str, Any]:
 
     if complete:
         phase = PHASE_FAILED if gate is not None and not gate["passed"] else PHASE_SUCCEEDED
-    elif ledger.done or ledger.retries or running:
+    elif ledger.done or ledger.retries or running or ledger.complete:
         phase = PHASE_RUNNING
     else:
         phase = PHASE_PENDING
@@ -191,6 +203,7 @@ def build_status(inputs: StatusInputs) -> dict[str, Any]:
             by_k,
             headline_k=spec.gate.k if spec.gate is not None else last.k,
             infra_error_rate=infra_rate,
+            infra_errors_by_reason=inputs.infra_errors_by_reason,
         ),
         "flaky": first.flaky[: inputs.max_listed],
         "flakyCount": len(first.flaky),
@@ -204,6 +217,56 @@ def build_status(inputs: StatusInputs) -> dict[str, Any]:
     if complete:
         status["completionTime"] = previous.get("completionTime") or cond.timestamp(now)
     return status
+
+
+def _archive_condition(
+    conditions: list[dict[str, Any]], inputs: StatusInputs, previous: Mapping[str, Any]
+) -> list[dict[str, Any]]:
+    """ArchivePending: True while the record store fails; False once it works again
+    (absent while it never failed, so a healthy eval's conditions do not churn)."""
+    if inputs.archive_error is not None and inputs.archive_waiting:
+        return _set(
+            conditions,
+            cond.ARCHIVE_PENDING,
+            True,
+            cond.REASON_STORE_FAILING,
+            f"{inputs.archive_waiting} recorded attempts wait for the record store "
+            f"(their pods are held): {inputs.archive_error}",
+            generation=inputs.generation,
+            now=inputs.now,
+        )
+    if condition_status(previous, cond.ARCHIVE_PENDING) == "True" and not inputs.archive_waiting:
+        return _set(
+            conditions,
+            cond.ARCHIVE_PENDING,
+            False,
+            cond.REASON_ARCHIVED,
+            "every recorded attempt is in the record store",
+            generation=inputs.generation,
+            now=inputs.now,
+        )
+    return conditions
+
+
+def infra_errors_by_reason(
+    previous: Mapping[str, Any], verdicts: Sequence[tuple[str, bool]]
+) -> dict[str, int]:
+    """`summary.infraErrorsByReason` after a pass: the previous status's counts plus this
+    pass's infra-error attempts (`verdicts`: (reason, is infra error) per recorded attempt).
+
+    Exact for the same reason as the ledger: both are in one status write that carries
+    the resourceVersion its counts were read at, so an attempt is added once.
+    """
+    summary = previous.get("summary")
+    counts: dict[str, int] = {}
+    if isinstance(summary, Mapping) and isinstance(summary.get("infraErrorsByReason"), Mapping):
+        for reason, count in summary["infraErrorsByReason"].items():
+            if isinstance(count, int) and count > 0:
+                counts[str(reason)] = count
+    for reason, infra in verdicts:
+        if infra:
+            counts[reason] = counts.get(reason, 0) + 1
+    return dict(sorted(counts.items(), key=lambda item: (-item[1], item[0])))
 
 
 def config_error_status(

@@ -60,6 +60,7 @@ class FakeApi:
             "delete": 0,
         }
         self.created_names: list[str] = []
+        self.logs: dict[str, bytes] = {}
 
     # -- fault injection ------------------------------------------------------------------
 
@@ -142,14 +143,21 @@ class FakeApi:
         keep: Sequence[Mapping[str, Any]],
         release: Sequence[Mapping[str, Any]],
         create: Sequence[Mapping[str, Any]],
+        before: Callable[[Mapping[str, Any]], None] | None = None,
     ) -> list[str]:
-        """Like the real one, in a random order (it runs them in parallel)."""
+        """Like the real one, in a random order (it runs them in parallel). A `before`
+        that raises an Exception leaves its pod held, as the real one does."""
         taken = [pod["metadata"]["name"] for pod in create if pod["metadata"]["name"] in self.pods]
         ops: list[tuple[str, Mapping[str, Any]]] = [("keep", pod) for pod in keep]
         ops += [("release", pod) for pod in release]
         ops += [("create", pod) for pod in create]
         self.rng.shuffle(ops)
         for kind, pod in ops:
+            if kind != "create" and before is not None:
+                try:
+                    before(pod)
+                except Exception:
+                    continue
             if kind == "keep":
                 self.keep_pods(namespace, [pod])
             elif kind == "release":
@@ -208,6 +216,19 @@ class FakeApi:
                 self.delete_pod(name)
             if kill_after:
                 raise Killed("after delete")
+
+    def releasing(self, namespace: str, eval_uid: str) -> int:
+        """Releases here are done when settle returns: none is ever in flight."""
+        return 0
+
+    def read_pod_log(self, namespace: str, name: str, container: str, limit_bytes: int) -> bytes:
+        """The log the fake kubelet wrote for the pod (an API call: it may kill)."""
+        kill_after = self._call()
+        stored = self.pods.get(name)
+        log = b"" if stored is None else self.logs.get(name, b"")[:limit_bytes]
+        if kill_after:
+            raise Killed("after reading a log")
+        return log
 
     # -- the rest of the cluster ---------------------------------------------------------------
 
@@ -300,6 +321,8 @@ class FakeKubelet:
             }[outcome]
             status["phase"] = "Succeeded" if code == 0 else "Failed"
             status["containerStatuses"] = [terminated(code, reason=reason, now=now, start=now)]
+            name = pod["metadata"]["name"]
+            self.api.logs[name] = f"agent output of {name}: {outcome}\n".encode()
             pod["metadata"]["resourceVersion"] = self.api._next_rv()
             ended += 1
         return ended

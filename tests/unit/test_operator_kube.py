@@ -47,7 +47,7 @@ def test_slim_pod_classifies_like_the_whole_pod(name: str, age_s: float, timeout
 
 
 def test_slim_pod_keeps_only_what_is_read() -> None:
-    """Metadata the loop reads, container names, the grace period, the whole status."""
+    """Metadata the loop reads, container names, the grace period, the node, the status."""
     pod = fixture("kwok_exit0.json")
     slim = slim_pod(pod)
     assert set(slim) == {"metadata", "spec", "status"}
@@ -63,6 +63,7 @@ def test_slim_pod_keeps_only_what_is_read() -> None:
     assert slim["spec"] == {
         "containers": [{"name": c["name"]} for c in pod["spec"]["containers"]],
         "terminationGracePeriodSeconds": pod["spec"]["terminationGracePeriodSeconds"],
+        "nodeName": pod["spec"]["nodeName"],
     }
     assert slim["status"] == pod["status"]
     assert len(json.dumps(slim)) < len(json.dumps(pod)) / 2

@@ -371,7 +371,7 @@ def test_pod_refused_by_the_api_server_is_a_config_error() -> None:
 
     harness = Harness(17)
 
-    def refuse(namespace: str, *, keep: Any, release: Any, create: Any) -> list[str]:
+    def refuse(namespace: str, *, keep: Any, release: Any, create: Any, **_: Any) -> list[str]:
         raise ApiError("create", 422, 'Pod "x" is invalid: spec.containers[0].image: Required')
 
     harness.api.settle = refuse  # type: ignore[method-assign]

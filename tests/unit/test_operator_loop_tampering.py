@@ -108,7 +108,7 @@ def test_quota_refusal_is_reported_once_and_retried() -> None:
     )
     real_settle = harness.api.settle
 
-    def refuse(namespace: str, *, keep: Any, release: Any, create: Any) -> list[str]:
+    def refuse(namespace: str, *, keep: Any, release: Any, create: Any, **_: Any) -> list[str]:
         if create:
             raise ApiError("create", 403, 'pods "x" is forbidden: exceeded quota: q')
         return real_settle(namespace, keep=keep, release=release, create=create)

@@ -178,6 +178,7 @@ class FinishedApi(StrandedApi):
         keep: Sequence[Mapping[str, Any]],
         release: Sequence[Mapping[str, Any]],
         create: Sequence[Mapping[str, Any]],
+        before: Any = None,
     ) -> list[str]:
         assert not create
         names = [[pod["metadata"]["name"] for pod in pods] for pods in (keep, release)]
