@@ -3,8 +3,10 @@
 `passhat operator` runs the operator in this process (`passhat.operator.main`), the way
 the Helm chart's Deployment starts it. `passhat report NAME` reads a live ConsistencyEval
 back (`passhat.operator.live`) and renders it with the same report code as `passhat
-score`, so the two print the same for the same trials. Heavy imports (kopf, the
-kubernetes client) happen only when a command runs.
+score`, so the two print the same for the same trials; `--bundle DIR` also writes the
+eval's archived attempts as a folder laid out like a run directory
+(`passhat.operator.records_command`). Heavy imports (kopf, the kubernetes client) happen
+only when a command runs.
 """
 
 from __future__ import annotations
@@ -94,6 +96,11 @@ def _report(args: argparse.Namespace) -> int:
     from passhat.operator.live import current_namespace, read_live_eval
     from passhat.report.commands import output_report
 
+    if args.bundle is not None:
+        from passhat.records.bundle import prepare_bundle_dir
+
+        # NB: before anything is printed: a refused --bundle is the one line of output
+        prepare_bundle_dir(args.bundle)
     namespace = args.namespace or current_namespace(args.kubeconfig)
     live = read_live_eval(args.name, namespace, kubeconfig=args.kubeconfig)
     ks = sorted(set(args.k or live.spec.report_ks))
@@ -106,7 +113,27 @@ def _report(args: argparse.Namespace) -> int:
         f"{namespace}/{args.name}: {live.status.get('phase') or 'Pending'}, "
         f"{progress.get('done', 0)}/{slots} trials final"
     )
-    return output_report(live.tallies, ks, args, title=title)
+    summary = live.status.get("summary") or {}
+    by_reason = summary.get("infraErrorsByReason") if isinstance(summary, dict) else None
+    code = output_report(
+        live.tallies,
+        ks,
+        args,
+        title=title,
+        infra_by_reason=by_reason if isinstance(by_reason, dict) else None,
+    )
+    if args.bundle is not None:
+        from passhat.operator.records_command import write_report_bundle
+
+        write_report_bundle(
+            args.bundle,
+            name=args.name,
+            namespace=namespace,
+            ks=ks,
+            args=args,
+            ledger_attempts=sum(t.attempts for t in live.tallies),
+        )
+    return code
 
 
 def add_report_parser(subparsers: Subparsers) -> None:
@@ -128,4 +155,11 @@ def add_report_parser(subparsers: Subparsers) -> None:
         title_help="report title (default: the eval and its progress)",
     )
     parser.add_argument("--kubeconfig", metavar="PATH", help="kubeconfig file to use")
+    parser.add_argument(
+        "--bundle",
+        metavar="DIR",
+        help="also write every archived attempt to DIR, laid out like a passhat run "
+        "directory (trials.jsonl, transcripts/, results/, spec.yaml, report.html linking "
+        "the flaky tasks' transcripts); DIR must be new, empty or an earlier bundle",
+    )
     parser.set_defaults(func=_report)

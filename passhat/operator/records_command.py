@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING, TypeAlias
 
 from passhat.records.layout import RESULTS, transcript_relpath
@@ -19,7 +19,13 @@ from passhat.records.record import AttemptRecord, infra_errors_by_reason
 if TYPE_CHECKING:
     from passhat.records.source import Source
 
-__all__ = ["add_source_options", "add_transcripts_parser", "add_trials_parser", "summary_line"]
+__all__ = [
+    "add_source_options",
+    "add_transcripts_parser",
+    "add_trials_parser",
+    "summary_line",
+    "write_report_bundle",
+]
 
 Subparsers: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 
@@ -181,3 +187,58 @@ def add_transcripts_parser(subparsers: Subparsers) -> None:
     )
     parser.add_argument("--out", metavar="DIR", help="write the files under DIR, not to stdout")
     parser.set_defaults(func=_transcripts)
+
+
+def write_report_bundle(
+    dest: str,
+    *,
+    name: str,
+    namespace: str,
+    ks: Sequence[int],
+    args: argparse.Namespace,
+    ledger_attempts: int,
+) -> None:
+    """`passhat report NAME --bundle DIR`: the eval's archived attempts as a folder laid out
+    like a run directory, with a report.html whose flaky tasks link to their transcripts."""
+    import dataclasses
+
+    from passhat.operator.records_source import cluster_source
+    from passhat.records.bundle import transcript_links, write_bundle
+    from passhat.report import build_report, render_report
+    from passhat.report.commands import report_intervals
+    from passhat.stats import tally
+
+    source = cluster_source(name, namespace=namespace, kubeconfig=args.kubeconfig)
+
+    def render_html(records: Sequence[AttemptRecord], present: Collection[str]) -> str:
+        tallies = tally((r["task_id"], r["outcome"]) for r in records)
+        report = build_report(
+            tallies,
+            ks,
+            title=args.title or source.title,
+            intervals=report_intervals(tallies, ks, args),
+            infra_by_reason=infra_errors_by_reason(records),
+        )
+        flaky = {row.task_id for row in report.flaky}
+        links = transcript_links(records, tasks=flaky, present=present)
+        return render_report(dataclasses.replace(report, transcripts=links), "html")
+
+    written = write_bundle(source, dest, render_html=render_html)
+    archived = len(written.transcripts) + len(written.missing)
+    print(
+        f"passhat: wrote bundle {dest}: {archived} attempts, {len(written.transcripts)} "
+        f"transcripts, {len(written.results)} result files",
+        file=sys.stderr,
+    )
+    if archived < ledger_attempts:
+        print(
+            f"passhat: note: the archive holds {archived} of the {ledger_attempts} attempts "
+            "the eval has counted (the rest are archived as their pods finish; bundle again "
+            "later)",
+            file=sys.stderr,
+        )
+    if written.missing:
+        print(
+            f"passhat: note: {len(written.missing)} attempts have no transcript in the archive",
+            file=sys.stderr,
+        )

@@ -19,7 +19,7 @@ from typing import Any, Protocol
 from passhat.records.record import AttemptRecord
 from passhat.records.source import RunDirectory, Source
 
-__all__ = ["ClusterSource", "RecordsReader", "is_eval_name", "open_source"]
+__all__ = ["ClusterSource", "RecordsReader", "cluster_source", "is_eval_name", "open_source"]
 
 # A Kubernetes object name (DNS-1123 subdomain); anything else must be a directory.
 _NAME = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")
@@ -109,9 +109,16 @@ def open_source(
     (in `namespace`, default the kubeconfig context's, as `passhat report`)."""
     if not is_eval_name(text):
         return RunDirectory(text)
+    return cluster_source(text, namespace=namespace, kubeconfig=kubeconfig)
+
+
+def cluster_source(
+    name: str, *, namespace: str | None = None, kubeconfig: str | None = None
+) -> ClusterSource:
+    """The eval `name` on the cluster of `kubeconfig`, read through the records API."""
     from passhat.operator.live import current_namespace
 
     # NB: looked up by name: the records client is another module of this issue (#18)
     module: Any = importlib.import_module("passhat.operator.records_client")
     client: RecordsReader = module.RecordsClient(kubeconfig)
-    return ClusterSource(client, namespace or current_namespace(kubeconfig), text)
+    return ClusterSource(client, namespace or current_namespace(kubeconfig), name)

@@ -146,7 +146,8 @@ def select_attempts(
             for name, value in (("trial", trial), ("attempt", attempt))
             if value is not None
         )
-        have = ", ".join(f"{r['trial']}-{r['attempt']}" for r in of_task[:20])
+        pairs = sorted((r["trial"], r["attempt"]) for r in of_task)
+        have = ", ".join(f"{t}-{a}" for t, a in pairs[:20])
         raise UsageError(
             f"{asked}: task {task_id} in {where} has no such attempt "
             f"(trial-attempt: {have}{', ...' if len(of_task) > 20 else ''})"

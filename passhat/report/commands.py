@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TypeAlias
 
 from passhat.api.errors import UsageError
-from passhat.stats import TaskTally, default_ks
+from passhat.stats import KIntervals, TaskTally, default_ks
 
 __all__ = [
     "add_compare_parser",
@@ -27,6 +27,7 @@ __all__ = [
     "output_report",
     "plot_path",
     "positive_int",
+    "report_intervals",
     "resample_count",
     "seed",
 ]
@@ -168,12 +169,8 @@ def output_report(
     infra errors by reason when the caller knows them.
     """
     from passhat.report import build_report, render_report, save_plot
-    from passhat.stats import bootstrap
 
-    intervals = None
-    if args.format != "json" and not args.no_intervals:
-        resamples = args.resamples or 2000
-        intervals = bootstrap(tallies, ks, resamples=resamples, seed=args.seed, level=args.level)
+    intervals = report_intervals(tallies, ks, args) if args.format != "json" else None
     report = build_report(
         tallies, ks, title=title, intervals=intervals, infra_by_reason=infra_by_reason
     )
@@ -182,6 +179,19 @@ def output_report(
     color = args.out is None and args.format == "text" and sys.stdout.isatty()
     _write(render_report(report, args.format, color=color), args.out)
     return 0
+
+
+def report_intervals(
+    tallies: Sequence[TaskTally], ks: Sequence[int], args: argparse.Namespace
+) -> list[KIntervals] | None:
+    """The bootstrap intervals the options of add_report_options ask for (None with
+    --no-intervals)."""
+    from passhat.stats import bootstrap
+
+    if args.no_intervals:
+        return None
+    resamples = args.resamples or 2000
+    return bootstrap(tallies, ks, resamples=resamples, seed=args.seed, level=args.level)
 
 
 def add_report_options(parser: argparse.ArgumentParser, *, k_help: str, title_help: str) -> None:
