@@ -74,6 +74,7 @@ class Metrics:
     tasks_scored: Gauge
     flaky_tasks: Gauge
     infra_error_ratio: Gauge
+    infra_error_attempts: Gauge
     gate_passed: Gauge
     trials_total: Counter
     trials_running: Gauge
@@ -88,6 +89,7 @@ class Metrics:
             self.tasks_scored,
             self.flaky_tasks,
             self.infra_error_ratio,
+            self.infra_error_attempts,
             self.gate_passed,
             self.trials_total,
             self.trials_running,
@@ -133,6 +135,15 @@ def define(registry: CollectorRegistry) -> Metrics:
             "passhat_infra_error_ratio",
             "Infra-error attempts / all finished attempts (never scored, retried); " + _LABEL_HELP,
             _EVAL,
+            registry=registry,
+        ),
+        infra_error_attempts=Gauge(
+            "passhat_infra_error_attempts",
+            "Infra-error attempts so far by reason, retried ones included (from status: exact "
+            "across operator restarts); labels: namespace, eval, reason (oom_killed, evicted, "
+            "preempted, timeout, node_lost, lost, deleted, image_error, config_error, "
+            "reported, rejected, ...)",
+            ("namespace", "eval", "reason"),
             registry=registry,
         ),
         gate_passed=Gauge(
@@ -202,6 +213,19 @@ API_ERRORS_TOTAL = Counter(
     registry=REGISTRY,
 )
 
+RECORDS_ARCHIVED_TOTAL = Counter(
+    "passhat_records_archived",
+    "Trial attempts this operator archived into the record store (record and transcript)",
+    registry=REGISTRY,
+)
+ARCHIVE_ERRORS_TOTAL = Counter(
+    "passhat_archive_errors",
+    "Archives of a trial attempt that failed and wait (their pod stays held); labels: "
+    "cause (store: the record store failed, log: the pod's log could not be read yet)",
+    ("cause",),
+    registry=REGISTRY,
+)
+
 # The exposed names (counters gain `_total` on exposition), as DESIGN.md lists them.
 METRIC_NAMES = (
     "passhat_pass_hat_k",
@@ -210,12 +234,15 @@ METRIC_NAMES = (
     "passhat_tasks_scored",
     "passhat_flaky_tasks",
     "passhat_infra_error_ratio",
+    "passhat_infra_error_attempts",
     "passhat_gate_passed",
     "passhat_trials_total",
     "passhat_trials_running",
     "passhat_trial_duration_seconds",
     "passhat_reconcile_duration_seconds",
     "passhat_api_errors_total",
+    "passhat_records_archived_total",
+    "passhat_archive_errors_total",
 )
 
 
@@ -289,9 +316,10 @@ def observe_status(
     """Set an eval's gauges from its `status` as written to the resource (camelCase keys).
 
     Reads `summary.byK[]` (k, tasksScored, meanPassRate, passAtK, passHatK),
-    `summary.infraErrorRate`, the flaky count (`flakyCount` when present, else the length
-    of the capped `flaky` list), `gate.passed` and `progress.running`. Missing parts leave their
-    series absent; a malformed status never raises (metrics must not break a reconcile).
+    `summary.infraErrorRate`, `summary.infraErrorsByReason`, the flaky count (`flakyCount`
+    when present, else the length of the capped `flaky` list), `gate.passed` and
+    `progress.running`. Missing parts leave their series absent; a malformed status never
+    raises (metrics must not break a reconcile).
     """
     summary = status.get("summary") or {}
     by_k = summary.get("byK") or [] if isinstance(summary, Mapping) else []
@@ -316,6 +344,12 @@ def observe_status(
         metrics.infra_error_ratio.labels(namespace, eval_name).set(
             _number(summary.get("infraErrorRate"))
         )
+    by_reason = summary.get("infraErrorsByReason") if isinstance(summary, Mapping) else None
+    reasons: set[tuple[str, ...]] = set()
+    for reason, count in (by_reason if isinstance(by_reason, Mapping) else {}).items():
+        reasons.add((namespace, eval_name, str(reason)))
+        metrics.infra_error_attempts.labels(namespace, eval_name, str(reason)).set(_number(count))
+    _drop(metrics.infra_error_attempts, reasons, namespace, eval_name)
     flaky_count: Any = status.get("flakyCount")
     flaky = status.get("flaky")
     if flaky_count is None and isinstance(flaky, list):

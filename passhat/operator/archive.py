@@ -36,6 +36,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from passhat import metrics
 from passhat.operator.pods import EvalRef, PodKey
 from passhat.records import AttemptRecord, RecordStore, StoreError, StoreLayout
 from passhat.trials.classify_pod import parse_timestamp
@@ -228,9 +229,14 @@ class Archiver:
             )
             self.store.put(key, (json.dumps(record, sort_keys=True) + "\n").encode())
         except StoreError as err:
+            metrics.ARCHIVE_ERRORS_TOTAL.labels("store").inc()
             with self._lock:
                 self._errors[ref.uid] = str(err)
             raise
+        except LogUnavailable:
+            metrics.ARCHIVE_ERRORS_TOTAL.labels("log").inc()
+            raise
+        metrics.RECORDS_ARCHIVED_TOTAL.inc()
         self._succeeded(ref.uid)
         return True
 

@@ -44,6 +44,12 @@ def _operator(args: argparse.Namespace) -> int:
             kubeconfig=args.kubeconfig,
             verbose=args.verbose,
             config=config_with(args.set),
+            records_store=args.records_store,
+            records_s3_endpoint=args.records_s3_endpoint,
+            records_s3_region=args.records_s3_region,
+            records_api_port=args.records_api_port,
+            records_api_cert=args.records_api_cert,
+            records_api_key=args.records_api_key,
         )
     )
     return 0
@@ -87,6 +93,35 @@ def add_operator_parser(subparsers: Subparsers) -> None:
         default=[],
         metavar="NAME=VALUE",
         help="tune one OperatorConfig field, e.g. resync_interval_s=1 (repeatable)",
+    )
+    parser.add_argument(
+        "--records-api-port",
+        type=_port,
+        metavar="PORT",
+        help="serve the records API (HTTPS, for the kube-apiserver's aggregation layer: "
+        "APIService v1alpha1.records.passhat.dev) on this port; needs --records-api-cert, "
+        "--records-api-key and a records store (default: not served)",
+    )
+    parser.add_argument(
+        "--records-api-cert", metavar="PATH", help="the records API's serving certificate (PEM)"
+    )
+    parser.add_argument(
+        "--records-api-key", metavar="PATH", help="the records API's serving key (PEM)"
+    )
+    parser.add_argument(
+        "--records-store",
+        metavar="URL",
+        help="archive every trial attempt (record, logs, result JSON) before its pod is let "
+        "go: file:///PATH or s3://BUCKET/PREFIX (S3 credentials from AWS_ACCESS_KEY_ID / "
+        "AWS_SECRET_ACCESS_KEY); default: not archived (docs/records.md)",
+    )
+    parser.add_argument(
+        "--records-s3-endpoint",
+        metavar="URL",
+        help="an S3-compatible server's endpoint, e.g. http://seaweedfs.storage:8333",
+    )
+    parser.add_argument(
+        "--records-s3-region", metavar="REGION", help="the bucket's region (default us-east-1)"
     )
     parser.add_argument("--verbose", "-v", action="store_true", help="debug logging")
     parser.set_defaults(func=_operator)

@@ -39,5 +39,9 @@ class OperatorConfig:
     # Per-request timeout and the retry budget of one API call on 5xx / connection errors.
     request_timeout_s: float = 30.0
     request_retries: int = 5
+    # Transcript bytes archived per attempt, all containers together (the rest is cut).
+    archive_log_limit_bytes: int = 10 * 1024 * 1024
+    # A log its kubelet cannot serve holds the pod this long; then it is archived without.
+    archive_log_grace_s: float = 60.0
     # User agent of the operator's API calls (the benchmark counts writes by it).
     user_agent: str = "passhat-operator"

@@ -36,12 +36,14 @@ import kopf
 from passhat import metrics
 from passhat.api.spec import GROUP, VERSION
 from passhat.operator import events
+from passhat.operator.archive import Archiver
 from passhat.operator.config import OperatorConfig
 from passhat.operator.kube import PLURAL, Kube, OperatorApi, load_client_config
 from passhat.operator.loop import EvalLoop, PassState, Recorded
 from passhat.operator.pods import FINALIZER, LABEL_EVAL_UID, EvalRef, eval_owner
 from passhat.operator.podwatch import PodWatcher
 from passhat.operator.status import is_terminal
+from passhat.records import RecordStore
 
 __all__ = ["EVAL_FINALIZER", "OperatorRuntime", "configure", "runtime"]
 
@@ -59,6 +61,9 @@ class OperatorRuntime:
         self.config = OperatorConfig()
         self.kubeconfig: str | None = None
         self.namespaces: list[str] = []
+        # Where attempts are archived (None: not archived; pods keep the only copy).
+        self.store: RecordStore | None = None
+        self._archiver: Archiver | None = None
         self._api: OperatorApi | None = None
         self._passes: ThreadPoolExecutor | None = None
         self._watcher: PodWatcher | None = None
@@ -70,8 +75,23 @@ class OperatorRuntime:
     def api(self) -> OperatorApi:
         """The API wrapper (made on first use from the kubeconfig / in-cluster config)."""
         if self._api is None:
-            self._api = Kube(load_client_config(self.kubeconfig), self.config)
+            kube = Kube(load_client_config(self.kubeconfig), self.config)
+            # NB: a pass waiting for an archive to finish is woken by its release.
+            kube.on_released = self.wake
+            self._api = kube
         return self._api
+
+    @property
+    def archiver(self) -> Archiver | None:
+        """Archives recorded attempts into `store` (None when there is no store)."""
+        if self.store is not None and self._archiver is None:
+            self._archiver = Archiver(
+                self.store,
+                self.api,
+                log_limit=self.config.archive_log_limit_bytes,
+                log_grace_s=self.config.archive_log_grace_s,
+            )
+        return self._archiver
 
     def set_api(self, api: OperatorApi) -> None:
         """Use `api` instead of a real API server (tests)."""
@@ -126,12 +146,15 @@ def configure(
     *,
     kubeconfig: str | None = None,
     namespaces: Sequence[str] = (),
+    store: RecordStore | None = None,
 ) -> None:
     """Set the operator's config before kopf starts (`passhat operator` calls this);
-    `namespaces` are the ones it serves (none: every namespace)."""
+    `namespaces` are the ones it serves (none: every namespace); `store` is where
+    attempts are archived (none: not archived)."""
     runtime.config = config
     runtime.kubeconfig = kubeconfig
     runtime.namespaces = list(namespaces)
+    runtime.store = store
 
 
 @kopf.on.startup()
@@ -247,6 +270,7 @@ async def run_eval(
         post_event=events.post,
         on_recorded=_on_recorded,
         on_status=_on_status,
+        archiver=runtime.archiver,
     )
     lock = runtime.lock(ref.uid)
 
@@ -334,6 +358,8 @@ def eval_event(kind: str | None, ref: EvalRef, status: Mapping[str, Any]) -> Non
 
 def _forget(ref: EvalRef) -> None:
     metrics.forget_eval(ref.namespace, ref.name)
+    if runtime.archiver is not None:
+        runtime.archiver.forget(ref.uid)
     events.RETRY_LIMITER.forget(ref.namespace, ref.name)
     runtime.forget(ref.uid)
 
@@ -374,4 +400,10 @@ def _settle_finished(ref: EvalRef) -> None:
     """One pass over a finished eval, which lets its leftover pods go (the pass keeps the
     recorded ones, releases the rest); nothing else runs for a finished eval."""
     with runtime.lock(ref.uid):
-        EvalLoop(runtime.api, ref, config=runtime.config, post_event=events.post).run_pass()
+        EvalLoop(
+            runtime.api,
+            ref,
+            config=runtime.config,
+            post_event=events.post,
+            archiver=runtime.archiver,
+        ).run_pass()

@@ -250,7 +250,7 @@ class Kube:
         self._releasing: dict[tuple[str, str], str] = {}
         self._releasing_lock = threading.Lock()
         # Called with an eval's uid when one of its keeps or releases is done (wakes it).
-        self.on_released: Callable[[str], None] | None = None
+        self.on_released: Callable[[str], object] | None = None
 
     def close(self) -> None:
         """Stop the write pools and close connections."""

@@ -10,6 +10,7 @@ Deployment with one replica) until SIGTERM / SIGINT.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import logging
 import os
@@ -23,7 +24,9 @@ import kopf
 from passhat.api.errors import UsageError
 from passhat.operator.config import OperatorConfig
 from passhat.operator.live import client_config
+from passhat.operator.records_api import RecordsApiServer, open_records_api
 from passhat.operator.server import DEFAULT_METRICS_PORT, OperatorServer
+from passhat.records import RecordStore, open_store
 
 __all__ = [
     "API_MAX_JSON_DEPTH",
@@ -62,6 +65,16 @@ class OperatorOptions:
     kubeconfig: str | None = None
     verbose: bool = False
     config: OperatorConfig = field(default_factory=OperatorConfig)
+    # Where every attempt is archived (passhat.records.open_store): file:///PATH or
+    # s3://BUCKET/PREFIX (+ endpoint, region; credentials from AWS_* variables). None: off.
+    records_store: str | None = None
+    records_s3_endpoint: str | None = None
+    records_s3_region: str | None = None
+    # The records API (passhat.operator.records_api): served when a port is given.
+    records_api_port: int | None = None
+    records_api_host: str = "0.0.0.0"
+    records_api_cert: str | None = None
+    records_api_key: str | None = None
 
 
 def config_with(settings: Sequence[str], base: OperatorConfig | None = None) -> OperatorConfig:
@@ -91,6 +104,38 @@ def config_with(settings: Sequence[str], base: OperatorConfig | None = None) -> 
     return dataclasses.replace(config, **changes)  # type: ignore[arg-type]
 
 
+def _open_store(options: OperatorOptions) -> RecordStore | None:
+    """The record store the options name (None: attempts are not archived)."""
+    if options.records_store is None:
+        return None
+    try:
+        store = open_store(
+            options.records_store,
+            endpoint=options.records_s3_endpoint,
+            region=options.records_s3_region,
+        )
+    except ValueError as err:
+        raise UsageError(f"--records-store: {err}") from None
+    logger.info("archiving every trial attempt to %s", store.describe())
+    return store
+
+
+def _records_api(options: OperatorOptions, store: RecordStore | None) -> RecordsApiServer | None:
+    """The records API server (not started) when `--records-api-port` asks for it."""
+    if options.records_api_port is None:
+        return None
+    server = open_records_api(
+        store=store,
+        configuration=client_config(options.kubeconfig),
+        port=options.records_api_port,
+        cert_file=options.records_api_cert,
+        key_file=options.records_api_key,
+        host=options.records_api_host,
+    )
+    logger.info("records API (records.passhat.dev/v1alpha1) on port %d", server.port)
+    return server
+
+
 def allow_api_depth() -> None:
     """Let this process decode and walk any object the API server returns (see
     API_MAX_JSON_DEPTH): a higher recursion limit, and larger stacks for threads started
@@ -113,19 +158,23 @@ def run_operator(options: OperatorOptions) -> None:
         # NB: kopf logs in through the kubernetes client, which reads $KUBECONFIG.
         os.environ["KUBECONFIG"] = options.kubeconfig
     client_config(options.kubeconfig)
+    store = _open_store(options)
     try:
         server = OperatorServer(port=options.metrics_port, host=options.metrics_host)
     except OSError as err:
         raise UsageError(
             f"--metrics-port {options.metrics_port}: cannot listen ({err.strerror or err})"
         ) from None
+    records_api = _records_api(options, store)
     # NB: process-wide, so only once nothing can refuse to start any more; before the
     # threads that read evals (passes, pod watches, API pools) and kopf's watchers
     allow_api_depth()
     kopf.configure(verbose=options.verbose)
     from passhat.operator import handlers  # NB: importing registers the kopf handlers
 
-    handlers.configure(config, kubeconfig=options.kubeconfig, namespaces=options.namespaces)
+    handlers.configure(
+        config, kubeconfig=options.kubeconfig, namespaces=options.namespaces, store=store
+    )
     scope = ", ".join(options.namespaces) if options.namespaces else "all namespaces"
     logger.info(
         "passhat operator%s: serving %s; /metrics and /healthz on port %d%s",
@@ -134,7 +183,7 @@ def run_operator(options: OperatorOptions) -> None:
         server.port,
         "; privileged trial templates allowed" if config.allow_privileged_trials else "",
     )
-    with server:
+    with server, records_api or contextlib.nullcontext():
         asyncio.run(_serve(options, server))
 
 

@@ -26,6 +26,10 @@ DESIGN_NAMES = [
     "passhat_trial_duration_seconds",
     "passhat_reconcile_duration_seconds",
     "passhat_api_errors_total",
+    # added with the record archive (issue #18; docs/operator.md#metrics)
+    "passhat_infra_error_attempts",
+    "passhat_records_archived_total",
+    "passhat_archive_errors_total",
 ]
 
 STATUS = {
@@ -210,3 +214,27 @@ def test_operator_doc_lists_every_metric() -> None:
     doc = (Path(__file__).resolve().parents[2] / "docs" / "operator.md").read_text()
     for name in metrics.METRIC_NAMES:
         assert f"`{name}`" in doc, name
+
+
+def test_infra_errors_by_reason_follow_the_status(
+    fresh: tuple[CollectorRegistry, metrics.Metrics],
+) -> None:
+    """One series per reason in summary.infraErrorsByReason; a reason gone is dropped."""
+    registry, defined = fresh
+    status = {"summary": {"infraErrorRate": 0.1, "infraErrorsByReason": {"oom_killed": 2}}}
+    metrics.observe_status("ns", "ev", status, metrics=defined)
+    metrics.observe_status(
+        "ns",
+        "ev",
+        {"summary": {"infraErrorsByReason": {"evicted": 1, "timeout": 3}}},
+        metrics=defined,
+    )
+    series = {
+        key: value
+        for key, value in of_eval(registry, "ns", "ev").items()
+        if key.startswith("passhat_infra_error_attempts")
+    }
+    assert series == {
+        "passhat_infra_error_attempts{reason=evicted}": 1.0,
+        "passhat_infra_error_attempts{reason=timeout}": 3.0,
+    }
