@@ -41,6 +41,8 @@ def operator_container(objects: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 NAMESPACED = ("watchNamespaces={team-a,team-b}",)
+# The records API's objects are checked apart (test_chart_records_api.py).
+NO_RECORDS_API = "recordsApi.enabled=false"
 
 
 @pytest.mark.parametrize("sets", [(), NAMESPACED], ids=["cluster-wide", "namespaced"])
@@ -60,7 +62,7 @@ def test_lint_strict_is_clean(sets: tuple[str, ...]) -> None:
 
 def test_default_install_is_cluster_wide() -> None:
     """Without watchNamespaces: one ClusterRole + binding, no Roles, no --namespace."""
-    objects = render()
+    objects = render(NO_RECORDS_API)
     kinds = sorted(o["kind"] for o in objects)
     assert kinds == [
         "ClusterRole",
@@ -81,7 +83,7 @@ def test_default_install_is_cluster_wide() -> None:
 
 def test_namespaced_mode_has_roles_only_in_watched_namespaces() -> None:
     """watchNamespaces gives a Role + RoleBinding per namespace and nothing cluster-wide."""
-    objects = render(*NAMESPACED)
+    objects = render(*NAMESPACED, NO_RECORDS_API)
     assert not by_kind(objects, "ClusterRole") and not by_kind(objects, "ClusterRoleBinding")
     roles = by_kind(objects, "Role")
     bindings = by_kind(objects, "RoleBinding")
@@ -122,7 +124,7 @@ def test_rbac_is_least_privilege(sets: tuple[str, ...]) -> None:
 
 def test_deployment_is_one_restricted_replica() -> None:
     """One replica, Recreate, probes on /healthz, resources, restricted security contexts."""
-    objects = render()
+    objects = render(NO_RECORDS_API)
     (deployment,) = by_kind(objects, "Deployment")
     spec = deployment["spec"]
     assert spec["replicas"] == 1
@@ -159,7 +161,7 @@ def test_image_values_reach_the_pod() -> None:
 
 def test_metrics_service_selects_the_operator() -> None:
     """The metrics Service's selector matches the pod's labels, on the named port."""
-    objects = render()
+    objects = render(NO_RECORDS_API)
     (service,) = by_kind(objects, "Service")
     (deployment,) = by_kind(objects, "Deployment")
     pod_labels = deployment["spec"]["template"]["metadata"]["labels"]
