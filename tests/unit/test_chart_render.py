@@ -61,13 +61,15 @@ def test_lint_strict_is_clean(sets: tuple[str, ...]) -> None:
 
 
 def test_default_install_is_cluster_wide() -> None:
-    """Without watchNamespaces: one ClusterRole + binding, no Roles, no --namespace."""
+    """Without watchNamespaces: one ClusterRole + binding, no Roles, no --namespace (and
+    the embedded record store's claim: test_chart_records_store.py)."""
     objects = render(NO_RECORDS_API)
     kinds = sorted(o["kind"] for o in objects)
     assert kinds == [
         "ClusterRole",
         "ClusterRoleBinding",
         "Deployment",
+        "PersistentVolumeClaim",
         "Service",
         "ServiceAccount",
     ]

@@ -85,3 +85,14 @@ The operator's permissions, shared by the ClusterRole (cluster-wide mode) and ea
   resources: [events]
   verbs: [create, patch]
 {{- end }}
+
+{{/*
+The claim of the embedded record store: an existing one, or the one the chart creates.
+*/}}
+{{- define "passhat.recordsClaim" -}}
+{{- if .Values.records.pvc.existingClaim -}}
+{{- .Values.records.pvc.existingClaim -}}
+{{- else -}}
+{{- printf "%s-records" (include "passhat.fullname" .) | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end }}
