@@ -10,7 +10,6 @@ command after that speaks `passhat.records.source.Source` only.
 
 from __future__ import annotations
 
-import importlib
 import json
 import os
 import re
@@ -117,8 +116,8 @@ def cluster_source(
 ) -> ClusterSource:
     """The eval `name` on the cluster of `kubeconfig`, read through the records API."""
     from passhat.operator.live import current_namespace
+    from passhat.operator.records_client import RecordsClient
 
-    # NB: looked up by name: the records client is another module of this issue (#18)
-    module: Any = importlib.import_module("passhat.operator.records_client")
-    client: RecordsReader = module.RecordsClient(kubeconfig)
-    return ClusterSource(client, namespace or current_namespace(kubeconfig), name)
+    return ClusterSource(
+        RecordsClient(kubeconfig), namespace or current_namespace(kubeconfig), name
+    )

@@ -106,3 +106,12 @@ def test_source_kind(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert not is_eval_name("Not_A_Name")
     assert is_eval_name("other")
     assert is_eval_name("support-agent.v2")
+
+
+def test_records_client_has_the_shape_cluster_source_reads() -> None:
+    """The real RecordsClient is a RecordsReader (mypy checks this assignment)."""
+    from passhat.operator.records_client import RecordsClient
+    from passhat.operator.records_source import RecordsReader
+
+    reader: type[RecordsReader] = RecordsClient
+    assert callable(reader.records) and callable(reader.transcript)
