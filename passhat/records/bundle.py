@@ -18,6 +18,7 @@ import json
 import os
 import tempfile
 from collections.abc import Callable, Collection, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from passhat.api.errors import InputError
@@ -40,6 +41,8 @@ __all__ = [
 Links = dict[str, list[tuple[str, str]]]
 # report.html from the records and the transcripts the bundle holds (relative paths)
 RenderHtml = Callable[[Sequence[AttemptRecord], Collection[str]], str]
+# Attempts fetched and written at a time (write_attempts).
+FETCHERS = 8
 # A local run directory holds this lock file; a bundle is never written into one.
 _RUN_LOCK = ".passhat.lock"
 
@@ -75,25 +78,46 @@ def write_file(path: str, data: bytes) -> None:
         raise InputError(f"cannot write: {err.strerror or err}", path=path) from None
 
 
-def write_attempts(source: Source, records: Iterable[AttemptRecord], dest: str) -> Written:
+def write_attempts(source: Source, records: Sequence[AttemptRecord], dest: str) -> Written:
     """Each attempt's transcript and result JSON (when it has them) under `dest`, laid out
-    as in a run directory (`transcripts/...`, `results/...`)."""
+    as in a run directory (`transcripts/...`, `results/...`).
+
+    FETCHERS attempts at a time: from a cluster each transcript is a round trip through
+    the API server, and a bundle of thousands of attempts would wait for them one by one.
+    """
     written = Written()
-    for record in records:
-        task_id, trial, attempt = record["task_id"], record["trial"], record["attempt"]
-        transcript = source.transcript(record)
-        if transcript is None:
-            written.missing.append(record)
-        else:
-            relpath = transcript_relpath(task_id, trial, attempt)
-            write_file(os.path.join(dest, relpath), transcript)
-            written.transcripts.append(relpath)
-        result = source.result(record)
-        if result is not None:
-            relpath = transcript_relpath(task_id, trial, attempt, kind=RESULTS)
-            write_file(os.path.join(dest, relpath), result)
-            written.results.append(relpath)
+    pool = ThreadPoolExecutor(max_workers=FETCHERS, thread_name_prefix="passhat-fetch")
+    try:
+        for record, transcript, result in pool.map(
+            lambda record: _write_attempt(source, record, dest), records
+        ):
+            if transcript is None:
+                written.missing.append(record)
+            else:
+                written.transcripts.append(transcript)
+            if result is not None:
+                written.results.append(result)
+    finally:
+        # NB: on an error or Ctrl-C, attempts not started yet are dropped, not fetched
+        pool.shutdown(wait=True, cancel_futures=True)
     return written
+
+
+def _write_attempt(
+    source: Source, record: AttemptRecord, dest: str
+) -> tuple[AttemptRecord, str | None, str | None]:
+    """Write one attempt's files; (record, transcript relpath or None, result relpath or None)."""
+    task_id, trial, attempt = record["task_id"], record["trial"], record["attempt"]
+    transcript_path = result_path = None
+    transcript = source.transcript(record)
+    if transcript is not None:
+        transcript_path = transcript_relpath(task_id, trial, attempt)
+        write_file(os.path.join(dest, transcript_path), transcript)
+    result = source.result(record)
+    if result is not None:
+        result_path = transcript_relpath(task_id, trial, attempt, kind=RESULTS)
+        write_file(os.path.join(dest, result_path), result)
+    return record, transcript_path, result_path
 
 
 def transcript_links(

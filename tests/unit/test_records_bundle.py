@@ -175,3 +175,26 @@ def test_archive_behind_the_ledger_is_said(
     code, _, err = run(capsys, *argv)
     assert code == 0, err
     assert "the archive holds 5 of the 8 attempts" in err
+
+
+def test_a_failed_fetch_leaves_no_trials_jsonl(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """When the records API fails midway, the error is one line and the folder has no
+    trials.jsonl (it is written last: its presence means the bundle is whole)."""
+    from passhat.api.errors import PasshatError
+
+    client = sample_client()
+    fake_live(monkeypatch, client)
+    install(monkeypatch, client)
+
+    def broken(namespace: str, name: str, *, task_id: str, trial: int, attempt: int) -> bytes:
+        if task_id == "broken":
+            raise PasshatError("the records API answered 503")
+        return b"log\n"
+
+    monkeypatch.setattr(client, "transcript", broken)
+    dest = tmp_path / "b"
+    code, _, err = run(capsys, "report", "ev", "-n", "ns", "--no-intervals", "--bundle", str(dest))
+    one_line_error(code, err, "503")
+    assert not (dest / "trials.jsonl").exists()
