@@ -101,3 +101,22 @@ def test_report_html_links_the_flaky_task(run_dir: Path) -> None:
     parser.feed((run_dir / "report.html").read_text())
     assert parser.hrefs == [f"transcripts/flaky/{t}-0.log" for t in range(3)]
     assert all((run_dir / href).is_file() for href in parser.hrefs)
+
+
+def test_resume_drops_a_stale_result(run_eval: RunEval) -> None:
+    """An attempt with no journal line runs again on --resume, and a result file left by
+    its killed predecessor does not stand for the new attempt, which wrote none."""
+    doc = eval_doc("exit 0", tasks=["a"], trials=2)
+    done, out = run_eval(doc)
+    assert done.returncode == 0, done.stderr
+    journal = out / "trials.jsonl"
+    first, second = journal.read_text().splitlines()
+    journal.write_text(first + "\n")
+    lost = json.loads(second)
+    stale = out / "results" / "a" / f"{lost['trial']}-{lost['attempt']}.json"
+    stale.parent.mkdir(parents=True)
+    stale.write_text('{"outcome": "fail"}')
+    done, out = run_eval(doc, "--resume")
+    assert done.returncode == 0, done.stderr
+    assert not stale.exists()
+    assert len(rows(out)) == 2
