@@ -9,8 +9,10 @@ can open every kind of source; a local run directory never imports a Kubernetes 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import sys
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from typing import TYPE_CHECKING, TypeAlias
 
 from passhat.records.layout import RESULTS, transcript_relpath
@@ -57,6 +59,18 @@ def _non_negative(text: str) -> int:
     return value
 
 
+@contextlib.contextmanager
+def _reader_may_leave() -> Iterator[None]:
+    """Stop writing quietly when stdout's reader has gone (`| head`, a pager quit): the
+    rest of stdout goes to /dev/null, as a shell tool would simply stop."""
+    try:
+        yield
+    except BrokenPipeError:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+
+
 def summary_line(title: str, records: Sequence[AttemptRecord]) -> str:
     """`passhat: 40 attempts of 5 tasks in DIR; infra errors by reason: oom_killed 1`."""
     tasks = len({r["task_id"] for r in records})
@@ -77,8 +91,9 @@ def _trials(args: argparse.Namespace) -> int:
     records = source.records()
     text = jsonl(records)
     if args.out is None:
-        sys.stdout.write(text)
-        sys.stdout.flush()
+        with _reader_may_leave():
+            sys.stdout.write(text)
+            sys.stdout.flush()
     else:
         write_file(args.out, text.encode())
     print(summary_line(source.title, records), file=sys.stderr)
@@ -149,8 +164,10 @@ def _transcripts(args: argparse.Namespace) -> int:
         where=source.title,
     )
     if args.out is None:
-        sys.stdout.flush()
-        missing = _print_attempts(source, chosen)
+        missing = 0
+        with _reader_may_leave():
+            sys.stdout.flush()
+            missing = _print_attempts(source, chosen)
     else:
         written = write_attempts(source, chosen, args.out)
         missing = len(written.missing)

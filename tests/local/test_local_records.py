@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.local.local_helpers import RunEval, eval_doc, passhat, rows
+from tests.local.local_helpers import RunEval, eval_doc, passhat, rows, start_passhat
 
 # judged: a result JSON with a reason (the journal's message); flaky: passes odd trials;
 # shaky: an infra error (exit 75) on its first attempt of trial 0, retried.
@@ -120,3 +120,17 @@ def test_resume_drops_a_stale_result(run_eval: RunEval) -> None:
     assert done.returncode == 0, done.stderr
     assert not stale.exists()
     assert len(rows(out)) == 2
+
+
+def test_a_reader_that_leaves_ends_the_output_quietly(run_eval: RunEval) -> None:
+    """`passhat transcripts ... | head -1` on megabytes of transcript exits 0, no traceback."""
+    doc = eval_doc("head -c 2000000 /dev/zero | tr '\\0' x", tasks=["big"], trials=2)
+    done, out = run_eval(doc)
+    assert done.returncode == 0, done.stderr
+    process = start_passhat("transcripts", out, "--task", "big")
+    assert process.stdout is not None and process.stderr is not None
+    assert process.stdout.readline().startswith("==> transcripts/big/")
+    process.stdout.close()
+    assert process.wait(timeout=60) == 0
+    assert "Traceback" not in process.stderr.read()
+    process.stderr.close()
