@@ -4,6 +4,11 @@ The helm and Prometheus tests install charts/passhat the way a user would, from 
 hack/image/build.sh imported into the node's containerd, in namespaced mode: the release
 serves only the namespaces it creates, so operators started by other tests never compete
 with it for an eval. The example eval (examples/eval.yaml) has known numbers, pinned here.
+
+Every release archives its trials into the cluster's real S3 server (SeaweedFS, started by
+hack/cluster/up.sh), below a prefix of its own: the chart's default store, a
+PersistentVolumeClaim, would never bind on this cluster (it has no storage provisioner);
+the claim itself is checked where it is the subject (test_helm_records).
 """
 
 from __future__ import annotations
@@ -21,7 +26,10 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.cluster.s3_helpers import S3Server
+
 REPO = Path(__file__).resolve().parents[2]
+S3_ENV = REPO / ".cluster" / "s3.env"
 CHART = REPO / "charts" / "passhat"
 EXAMPLE = REPO / "examples" / "eval.yaml"
 IMAGE_VALUES = (
@@ -82,11 +90,41 @@ def helm_args(release: Release, *sets: str) -> list[str]:
     return [arg for value in values for arg in ("--set", value)]
 
 
+def s3_values(kubectl: Callable[..., str], release: Release) -> tuple[str, ...]:
+    """`--set` values that archive into the test S3 server, with a credentials Secret
+    made in the release's namespace (the operator reaches S3 on the node IP)."""
+    server = S3Server.from_env_file(S3_ENV)
+    kubectl(
+        "create",
+        "secret",
+        "generic",
+        "records-s3",
+        "-n",
+        release.namespace,
+        f"--from-literal=AWS_ACCESS_KEY_ID={server.env['AWS_ACCESS_KEY_ID']}",
+        f"--from-literal=AWS_SECRET_ACCESS_KEY={server.env['AWS_SECRET_ACCESS_KEY']}",
+    )
+    return (
+        "records.store=s3",
+        f"records.s3.endpoint={server.endpoint}",
+        f"records.s3.bucket={server.bucket}",
+        f"records.s3.prefix={records_prefix(release)}",
+        f"records.s3.region={server.region}",
+        "records.s3.credentialsSecret=records-s3",
+    )
+
+
+def records_prefix(release: Release) -> str:
+    """The release's own prefix in the test bucket."""
+    return f"helm/{release.name}"
+
+
 @contextmanager
 def installed_release(
     env: dict[str, str], kubectl: Callable[..., str], *sets: str
 ) -> Iterator[Release]:
-    """Install the chart (waiting for the operator to be Ready); uninstall and clean up after."""
+    """Install the chart (waiting for the operator to be Ready); uninstall and clean up
+    after. Records go to the test S3 server unless `sets` choose a store."""
     suffix = uuid.uuid4().hex[:6]
     release = Release(
         name=f"ph-{suffix}",
@@ -103,6 +141,8 @@ def installed_release(
             "passhat.dev/test=true",
             *(f"{k}={v}" for k, v in RESTRICTED.items()),
         )
+    if not any(value.startswith("records.store=") for value in sets):
+        sets = (*s3_values(kubectl, release), *sets)
     try:
         run(
             [
@@ -141,6 +181,8 @@ def cleanup(env: dict[str, str], kubectl: Callable[..., str], release: Release) 
         release_finalizers(kubectl, ns)
     for ns in (release.namespace, *namespaces):
         kubectl("delete", "namespace", ns, "--wait=false", check=False)
+    if S3_ENV.is_file():
+        S3Server.from_env_file(S3_ENV).delete_prefix(records_prefix(release))
 
 
 def release_finalizers(kubectl: Callable[..., str], namespace: str) -> None:

@@ -8,7 +8,10 @@ evals namespace; the example eval there completes with its known numbers.
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -76,6 +79,54 @@ def test_eval_in_another_namespace_completes_exactly(
     assert_example_numbers(status)
     listed = kubectl("get", "consistencyevals", "-n", release.evals_namespace)
     assert EVAL in listed
+
+
+def passhat(cluster: Any, *args: str) -> str:
+    """`passhat ARGS` as a user would type it, with the cluster's admin kubeconfig."""
+    env = cluster.env()
+    result = subprocess.run(
+        [sys.executable, "-m", "passhat", *args, "--kubeconfig", env["KUBECONFIG"]],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+def test_every_attempt_of_the_example_is_on_the_record(
+    release: Release, cluster: Any, kubectl: Callable[..., str], tmp_path: Path
+) -> None:
+    """The helm-installed operator archives every attempt into S3; `passhat trials` reads
+    them back through the records API (20 rows: 16 slots + 4 retried exit-75 infra errors,
+    each with its pod and node), they score like the status, and a flaky task's
+    transcripts are readable after every pod of the eval is deleted."""
+    ns = release.evals_namespace
+    status = wait_complete(kubectl, ns, EVAL)
+    assert status["summary"]["infraErrorsByReason"] == {"reported": 4}
+    rows_file = tmp_path / "trials.jsonl"
+    passhat(cluster, "trials", EVAL, "-n", ns, "--out", str(rows_file))
+    rows = [json.loads(line) for line in rows_file.read_text().splitlines()]
+    assert len(rows) == 20
+    infra = [r for r in rows if r["outcome"] == "infra_error"]
+    assert [(r["task_id"], r["attempt"], r["final"], r["exit_code"]) for r in infra] == [
+        ("change-address", 0, False, 75)
+    ] * 4
+    assert all(r["reason"] == "reported" for r in infra)
+    assert all(r["pod"] and r["node"] == "passhat-node" and r["finished_at"] for r in rows)
+    scored = json.loads(passhat(cluster, "score", str(rows_file), "--format", "json"))
+    reported = json.loads(passhat(cluster, "report", EVAL, "-n", ns, "--format", "json"))
+    assert scored == reported
+    kubectl("delete", "pods", "-n", ns, "-l", "passhat.dev/eval=" + EVAL, "--wait=true")
+    out = tmp_path / "flaky"
+    passhat(
+        cluster, "transcripts", EVAL, "-n", ns, "--task", "refund-over-limit", "--out", str(out)
+    )
+    logs = sorted((out / "transcripts" / "refund-over-limit").glob("*.log"))
+    assert [p.name for p in logs] == ["0-0.log", "1-0.log", "2-0.log", "3-0.log"]
+    assert all(p.read_text().startswith("==> ") for p in logs)
 
 
 @pytest.mark.parametrize(
