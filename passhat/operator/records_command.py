@@ -73,14 +73,12 @@ def _reader_may_leave() -> Iterator[None]:
 
 def summary_line(title: str, records: Sequence[AttemptRecord]) -> str:
     """`passhat: 40 attempts of 5 tasks in DIR; infra errors by reason: oom_killed 1`."""
+    from passhat.report.numbers import by_reason
+
     tasks = len({r["task_id"] for r in records})
-    line = f"passhat: {len(records)} attempts of {tasks} tasks in {title}"
     reasons = infra_errors_by_reason(records)
-    if reasons:
-        line += "; infra errors by reason: " + ", ".join(f"{r} {n}" for r, n in reasons.items())
-    else:
-        line += "; no infra errors"
-    return line
+    infra = by_reason(reasons) if reasons else "no infra errors"
+    return f"passhat: {len(records)} attempts of {tasks} tasks in {title}; {infra}"
 
 
 def _trials(args: argparse.Namespace) -> int:
