@@ -47,6 +47,12 @@ def add_source_options(parser: argparse.ArgumentParser) -> None:
         help="the eval's namespace (default: the kubeconfig context's)",
     )
     parser.add_argument("--kubeconfig", metavar="PATH", help="kubeconfig file to use")
+    parser.add_argument(
+        "--uid",
+        metavar="UID",
+        help="which eval of that name (one deleted and created again keeps its records "
+        "under each uid; default: the live one, else the newest archived)",
+    )
 
 
 def _non_negative(text: str) -> int:
@@ -85,7 +91,9 @@ def _trials(args: argparse.Namespace) -> int:
     from passhat.operator.records_source import open_source
     from passhat.records.bundle import jsonl, write_file
 
-    source = open_source(args.source, namespace=args.namespace, kubeconfig=args.kubeconfig)
+    source = open_source(
+        args.source, namespace=args.namespace, kubeconfig=args.kubeconfig, uid=args.uid
+    )
     records = source.records()
     text = jsonl(records)
     if args.out is None:
@@ -153,7 +161,9 @@ def _transcripts(args: argparse.Namespace) -> int:
     from passhat.records.bundle import write_attempts
     from passhat.records.source import select_attempts
 
-    source = open_source(args.source, namespace=args.namespace, kubeconfig=args.kubeconfig)
+    source = open_source(
+        args.source, namespace=args.namespace, kubeconfig=args.kubeconfig, uid=args.uid
+    )
     chosen = select_attempts(
         source.records(),
         task_id=args.task,

@@ -15,6 +15,7 @@ import os
 import re
 from typing import Any, Protocol
 
+from passhat.api.errors import UsageError
 from passhat.records.record import AttemptRecord
 from passhat.records.source import RunDirectory, Source
 
@@ -27,24 +28,41 @@ _NAME = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")
 class RecordsReader(Protocol):
     """What ClusterSource needs of `RecordsClient` (a fake in tests has the same shape)."""
 
-    def records(self, namespace: str, name: str) -> tuple[dict[str, Any], list[AttemptRecord]]:
-        """(manifest, records) of one eval."""
+    def records(
+        self, namespace: str, name: str, *, uid: str | None = None
+    ) -> tuple[dict[str, Any], list[AttemptRecord]]:
+        """(manifest, records) of one eval (`uid`: of that one of the evals of this name)."""
         ...
 
     def transcript(
-        self, namespace: str, name: str, *, task_id: str, trial: int, attempt: int
+        self,
+        namespace: str,
+        name: str,
+        *,
+        task_id: str,
+        trial: int,
+        attempt: int,
+        uid: str | None = None,
     ) -> bytes | None:
         """One attempt's archived logs, None when there are none."""
         ...
 
 
 class ClusterSource:
-    """A ConsistencyEval's archived attempts, read through the records API."""
+    """A ConsistencyEval's archived attempts, read through the records API.
 
-    def __init__(self, client: RecordsReader, namespace: str, name: str) -> None:
+    Without `uid` the records API picks the live eval of that name, else the newest
+    archived one; once the records are read, the manifest's uid is pinned, so every
+    transcript comes from the same eval even if it is deleted and created again meanwhile.
+    """
+
+    def __init__(
+        self, client: RecordsReader, namespace: str, name: str, *, uid: str | None = None
+    ) -> None:
         self.client = client
         self.namespace = namespace
         self.name = name
+        self.uid = uid
         self._fetched: tuple[dict[str, Any], list[AttemptRecord]] | None = None
 
     @property
@@ -53,7 +71,10 @@ class ClusterSource:
 
     def _fetch(self) -> tuple[dict[str, Any], list[AttemptRecord]]:
         if self._fetched is None:
-            self._fetched = self.client.records(self.namespace, self.name)
+            self._fetched = self.client.records(self.namespace, self.name, uid=self.uid)
+            uid = self._fetched[0].get("uid")
+            if self.uid is None and isinstance(uid, str) and uid:
+                self.uid = uid
         return self._fetched
 
     @property
@@ -83,12 +104,14 @@ class ClusterSource:
         return str(yaml.safe_dump(document, sort_keys=False))
 
     def transcript(self, record: AttemptRecord) -> bytes | None:
+        self._fetch()  # NB: pins the uid first
         return self.client.transcript(
             self.namespace,
             self.name,
             task_id=record["task_id"],
             trial=record["trial"],
             attempt=record["attempt"],
+            uid=self.uid,
         )
 
     def result(self, record: AttemptRecord) -> bytes | None:
@@ -102,22 +125,32 @@ def is_eval_name(text: str) -> bool:
 
 
 def open_source(
-    text: str, *, namespace: str | None = None, kubeconfig: str | None = None
+    text: str,
+    *,
+    namespace: str | None = None,
+    kubeconfig: str | None = None,
+    uid: str | None = None,
 ) -> Source:
     """The source SOURCE names: a run directory or bundle, else an eval on the cluster
-    (in `namespace`, default the kubeconfig context's, as `passhat report`)."""
+    (in `namespace`, default the kubeconfig context's, as `passhat report`; `uid`: that
+    one of the evals of this name)."""
     if not is_eval_name(text):
+        if uid is not None:
+            raise UsageError(f"--uid: {text} is a directory (--uid picks a cluster eval)")
         return RunDirectory(text)
-    return cluster_source(text, namespace=namespace, kubeconfig=kubeconfig)
+    return cluster_source(text, namespace=namespace, kubeconfig=kubeconfig, uid=uid)
 
 
 def cluster_source(
-    name: str, *, namespace: str | None = None, kubeconfig: str | None = None
+    name: str,
+    *,
+    namespace: str | None = None,
+    kubeconfig: str | None = None,
+    uid: str | None = None,
 ) -> ClusterSource:
     """The eval `name` on the cluster of `kubeconfig`, read through the records API."""
     from passhat.operator.live import current_namespace
     from passhat.operator.records_client import RecordsClient
 
-    return ClusterSource(
-        RecordsClient(kubeconfig), namespace or current_namespace(kubeconfig), name
-    )
+    namespace = namespace or current_namespace(kubeconfig)
+    return ClusterSource(RecordsClient(kubeconfig), namespace, name, uid=uid)

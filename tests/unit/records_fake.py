@@ -35,8 +35,10 @@ class FakeRecordsClient:
         self.transcripts = transcripts
         self.calls: list[tuple[str, ...]] = []
 
-    def records(self, namespace: str, name: str) -> tuple[dict[str, Any], list[AttemptRecord]]:
-        self.calls.append(("records", namespace, name))
+    def records(
+        self, namespace: str, name: str, *, uid: str | None = None
+    ) -> tuple[dict[str, Any], list[AttemptRecord]]:
+        self.calls.append(("records", namespace, name, str(uid)))
         if (namespace, name) != (self.manifest["namespace"], self.manifest["name"]):
             from passhat.api.errors import InputError
 
@@ -44,9 +46,16 @@ class FakeRecordsClient:
         return self.manifest, [dict(r) for r in self._records]  # type: ignore[misc]
 
     def transcript(
-        self, namespace: str, name: str, *, task_id: str, trial: int, attempt: int
+        self,
+        namespace: str,
+        name: str,
+        *,
+        task_id: str,
+        trial: int,
+        attempt: int,
+        uid: str | None = None,
     ) -> bytes | None:
-        self.calls.append(("transcript", task_id, str(trial), str(attempt)))
+        self.calls.append(("transcript", task_id, str(trial), str(attempt), str(uid)))
         return self.transcripts.get((task_id, trial, attempt))
 
 

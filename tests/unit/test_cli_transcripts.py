@@ -34,7 +34,8 @@ def test_stdout_has_each_attempt_under_a_header(
 def test_trial_and_attempt_narrow_the_choice(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """--trial and --attempt pick one attempt; only its transcript is fetched."""
+    """--trial and --attempt pick one attempt; only its transcript is fetched, from the
+    eval whose records were read (its uid pinned)."""
     client = sample_client()
     install(monkeypatch, client)
     argv = ("transcripts", "ev", "-n", "ns", "--task", "flaky/one", "--trial", "0")
@@ -42,7 +43,7 @@ def test_trial_and_attempt_narrow_the_choice(
     assert code == 0, err
     assert out.count("==> transcripts/") == 1
     assert [c for c in client.calls if c[0] == "transcript"] == [
-        ("transcript", "flaky/one", "0", "1")
+        ("transcript", "flaky/one", "0", "1", "0000-1111")
     ]
 
 
@@ -102,3 +103,18 @@ def test_negative_trial_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> 
     code, _, err = run(capsys, "transcripts", "x", "--task", "a", "--trial", "-1")
     assert code == 2
     assert "--trial: must be 0 or more" in err
+
+
+def test_uid_picks_an_eval_and_is_refused_for_a_directory(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """--uid goes to the records API with every call; with a directory it is one line."""
+    client = sample_client()
+    install(monkeypatch, client)
+    argv = ("transcripts", "ev", "-n", "ns", "--task", "steady", "--uid", "abc")
+    code, _, err = run(capsys, *argv)
+    assert code == 0, err
+    assert {c[-1] for c in client.calls} == {"abc"}
+    (tmp_path / "trials.jsonl").write_text("")
+    code, _, err = run(capsys, "trials", str(tmp_path), "--uid", "abc")
+    one_line_error(code, err, "--uid", str(tmp_path))

@@ -188,7 +188,7 @@ def test_a_failed_fetch_leaves_no_trials_jsonl(
     fake_live(monkeypatch, client)
     install(monkeypatch, client)
 
-    def broken(namespace: str, name: str, *, task_id: str, trial: int, attempt: int) -> bytes:
+    def broken(namespace: str, name: str, *, task_id: str, **_: object) -> bytes:
         if task_id == "broken":
             raise PasshatError("the records API answered 503")
         return b"log\n"
