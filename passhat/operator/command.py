@@ -128,7 +128,7 @@ def add_operator_parser(subparsers: Subparsers) -> None:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from passhat.operator.live import current_namespace, read_live_eval
+    from passhat.operator.live import EvalNotFound, current_namespace, read_live_eval
     from passhat.report.commands import output_report
 
     if args.bundle is not None:
@@ -137,7 +137,15 @@ def _report(args: argparse.Namespace) -> int:
         # NB: before anything is printed: a refused --bundle is the one line of output
         prepare_bundle_dir(args.bundle)
     namespace = args.namespace or current_namespace(args.kubeconfig)
-    live = read_live_eval(args.name, namespace, kubeconfig=args.kubeconfig)
+    try:
+        live = read_live_eval(args.name, namespace, kubeconfig=args.kubeconfig)
+    except EvalNotFound:
+        if args.bundle is None:
+            raise
+        from passhat.operator.records_command import report_archived_eval
+
+        # NB: records outlive their eval: a deleted eval is bundled from its archive
+        return report_archived_eval(args.bundle, name=args.name, namespace=namespace, args=args)
     ks = sorted(set(args.k or live.spec.report_ks))
     too_big = [k for k in ks if k > live.spec.trials]
     if too_big:
@@ -159,11 +167,11 @@ def _report(args: argparse.Namespace) -> int:
     )
     if args.bundle is not None:
         from passhat.operator.records_command import write_report_bundle
+        from passhat.operator.records_source import cluster_source
 
         write_report_bundle(
             args.bundle,
-            name=args.name,
-            namespace=namespace,
+            source=cluster_source(args.name, namespace=namespace, kubeconfig=args.kubeconfig),
             ks=ks,
             args=args,
             ledger_attempts=sum(t.attempts for t in live.tallies),
@@ -195,6 +203,7 @@ def add_report_parser(subparsers: Subparsers) -> None:
         metavar="DIR",
         help="also write every archived attempt to DIR, laid out like a passhat run "
         "directory (trials.jsonl, transcripts/, results/, spec.yaml, report.html linking "
-        "the flaky tasks' transcripts); DIR must be new, empty or an earlier bundle",
+        "the flaky tasks' transcripts); DIR must be new, empty or an earlier bundle. Works "
+        "on a deleted eval too (its archived records)",
     )
     parser.set_defaults(func=_report)

@@ -21,9 +21,20 @@ from passhat.operator.kube import ApiError, Kube, load_client_config
 from passhat.stats import TaskTally
 from passhat.trials.ledger import LedgerError, SlotLedger
 
-__all__ = ["LiveEval", "client_config", "current_namespace", "read_live_eval", "tallies_of"]
+__all__ = [
+    "EvalNotFound",
+    "LiveEval",
+    "client_config",
+    "current_namespace",
+    "read_live_eval",
+    "tallies_of",
+]
 
 _SA_NAMESPACE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+
+
+class EvalNotFound(InputError):
+    """No ConsistencyEval of that name in the namespace (its records may still be archived)."""
 
 
 @dataclass(frozen=True)
@@ -108,7 +119,7 @@ def read_live_eval(name: str, namespace: str, *, kubeconfig: str | None = None) 
     try:
         obj = kube.get_eval(namespace, name)
         if obj is None:
-            raise InputError(f'consistencyeval "{name}" not found in namespace "{namespace}"')
+            raise EvalNotFound(f'consistencyeval "{name}" not found in namespace "{namespace}"')
         refs = (obj.get("spec") or {}).get("tasksFrom") or []
         config_maps: dict[str, dict[str, str]] = {}
         for ref in refs:

@@ -19,12 +19,14 @@ from passhat.records.layout import RESULTS, transcript_relpath
 from passhat.records.record import AttemptRecord, infra_errors_by_reason
 
 if TYPE_CHECKING:
+    from passhat.operator.records_source import ClusterSource
     from passhat.records.source import Source
 
 __all__ = [
     "add_source_options",
     "add_transcripts_parser",
     "add_trials_parser",
+    "report_archived_eval",
     "summary_line",
     "write_report_bundle",
 ]
@@ -217,23 +219,20 @@ def add_transcripts_parser(subparsers: Subparsers) -> None:
 def write_report_bundle(
     dest: str,
     *,
-    name: str,
-    namespace: str,
+    source: ClusterSource,
     ks: Sequence[int],
     args: argparse.Namespace,
-    ledger_attempts: int,
+    ledger_attempts: int | None,
 ) -> None:
     """`passhat report NAME --bundle DIR`: the eval's archived attempts as a folder laid out
-    like a run directory, with a report.html whose flaky tasks link to their transcripts."""
+    like a run directory, with a report.html whose flaky tasks link to their transcripts.
+    `ledger_attempts`: what the live eval counted (None for a deleted eval)."""
     import dataclasses
 
-    from passhat.operator.records_source import cluster_source
     from passhat.records.bundle import transcript_links, write_bundle
     from passhat.report import build_report, render_report
     from passhat.report.commands import report_intervals
     from passhat.stats import tally
-
-    source = cluster_source(name, namespace=namespace, kubeconfig=args.kubeconfig)
 
     def render_html(records: Sequence[AttemptRecord], present: Collection[str]) -> str:
         tallies = tally((r["task_id"], r["outcome"]) for r in records)
@@ -255,7 +254,7 @@ def write_report_bundle(
         f"transcripts, {len(written.results)} result files",
         file=sys.stderr,
     )
-    if archived < ledger_attempts:
+    if ledger_attempts is not None and archived < ledger_attempts:
         print(
             f"passhat: note: the archive holds {archived} of the {ledger_attempts} attempts "
             "the eval has counted (the rest are archived as their pods finish; bundle again "
@@ -267,3 +266,36 @@ def write_report_bundle(
             f"passhat: note: {len(written.missing)} attempts have no transcript in the archive",
             file=sys.stderr,
         )
+
+
+def report_archived_eval(dest: str, *, name: str, namespace: str, args: argparse.Namespace) -> int:
+    """`passhat report NAME --bundle DIR` of an eval that is gone: the report and the
+    bundle of its archived records (the newest incarnation's)."""
+    from passhat.api.errors import UsageError
+    from passhat.api.load import parse_spec
+    from passhat.operator.records_source import cluster_source
+    from passhat.report.commands import output_report
+    from passhat.stats import tally
+
+    source = cluster_source(name, namespace=namespace, kubeconfig=args.kubeconfig)
+    records = source.records()
+    spec = parse_spec(source.manifest.get("spec"))
+    ks = sorted(set(args.k or spec.report_ks))
+    too_big = [k for k in ks if k > spec.trials]
+    if too_big:
+        raise UsageError(f"--k {too_big[0]}: larger than the eval's trials={spec.trials}")
+    print(
+        f"passhat: note: consistencyeval {source.title} is gone; reporting its archived "
+        f"records (uid {source.uid})",
+        file=sys.stderr,
+    )
+    title = args.title or f"{source.title}: deleted, {len(records)} archived attempts"
+    code = output_report(
+        tally((r["task_id"], r["outcome"]) for r in records),
+        ks,
+        args,
+        title=title,
+        infra_by_reason=infra_errors_by_reason(records),
+    )
+    write_report_bundle(dest, source=source, ks=ks, args=args, ledger_attempts=None)
+    return code

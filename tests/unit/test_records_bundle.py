@@ -198,3 +198,27 @@ def test_a_failed_fetch_leaves_no_trials_jsonl(
     code, _, err = run(capsys, "report", "ev", "-n", "ns", "--no-intervals", "--bundle", str(dest))
     one_line_error(code, err, "503")
     assert not (dest / "trials.jsonl").exists()
+
+
+def test_a_deleted_eval_is_bundled_from_its_archive(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """An eval that is gone still bundles: report and bundle come from its archived records,
+    and the printed report equals score of the bundle's trials.jsonl."""
+    install(monkeypatch, sample_client())
+
+    def gone(name: str, namespace: str, *, kubeconfig: str | None = None) -> live.LiveEval:
+        raise live.EvalNotFound(f'consistencyeval "{name}" not found in namespace "{namespace}"')
+
+    monkeypatch.setattr(live, "read_live_eval", gone)
+    dest = tmp_path / "b"
+    argv = ("report", "ev", "-n", "ns", "--format", "json", "--bundle", str(dest))
+    code, report, err = run(capsys, *argv)
+    assert code == 0, err
+    assert "consistencyeval ns/ev is gone; reporting its archived records (uid 0000-1111)" in err
+    assert "the archive holds" not in err
+    code, score, err = run(capsys, "score", str(dest / "trials.jsonl"), "--format", "json")
+    assert json.loads(report) == json.loads(score)
+    assert (dest / "report.html").is_file()
+    code, _, err = run(capsys, "report", "ev", "-n", "ns")
+    one_line_error(code, err, 'consistencyeval "ev" not found')
