@@ -138,7 +138,13 @@ def open_source(
         if uid is not None:
             raise UsageError(f"--uid: {text} is a directory (--uid picks a cluster eval)")
         return RunDirectory(text)
-    return cluster_source(text, namespace=namespace, kubeconfig=kubeconfig, uid=uid)
+    try:
+        return cluster_source(text, namespace=namespace, kubeconfig=kubeconfig, uid=uid)
+    except UsageError as err:
+        # NB: a mistyped run directory reads as an eval name: say both
+        raise UsageError(
+            f"{text}: no such directory, and no cluster to look for an eval of that name: {err}"
+        ) from None
 
 
 def cluster_source(

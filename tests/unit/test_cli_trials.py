@@ -115,3 +115,14 @@ def test_records_client_has_the_shape_cluster_source_reads() -> None:
 
     reader: type[RecordsReader] = RecordsClient
     assert callable(reader.records) and callable(reader.transcript)
+
+
+def test_a_name_without_a_cluster_says_both(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A bare name that is no directory, with no kubeconfig, is one line saying both."""
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "no-kubeconfig"))
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    monkeypatch.chdir(tmp_path)
+    code, _, err = run(capsys, "trials", "myrun")
+    one_line_error(code, err, "myrun: no such directory", "no-kubeconfig")
