@@ -25,6 +25,7 @@ from passhat.records.record import (
     AttemptRecord,
     infra_errors_by_reason,
 )
+from passhat.records.source import RunDirectory, Source
 from passhat.records.store import FileStore, RecordStore, StoreError, open_store
 
 __all__ = [
@@ -37,6 +38,8 @@ __all__ = [
     "AttemptRecord",
     "FileStore",
     "RecordStore",
+    "RunDirectory",
+    "Source",
     "StoreError",
     "StoreLayout",
     "infra_errors_by_reason",
