@@ -24,6 +24,10 @@ SERVICE_CIDR=10.96.0.0/16
 SERVICE_IP=10.96.0.1
 POD_CIDR=10.88.0.0/16
 KWOK_CIDR=10.200.0.1/16
+# kwok's kubelet-like server (pod logs of fake pods): every fake node advertises this
+# address (InternalIP) and port (daemonEndpoints), so the API server dials it on loopback.
+KWOK_NODE_IP=127.0.0.1
+KWOK_PORT=10251
 PAUSE_IMAGE=localhost/passhat/pause:3.10
 BUSYBOX_IMAGE=localhost/passhat/busybox:test
 PAUSE_BIN="${PASSHAT_CACHE_DIR}/bin-pause-$(sha256sum "$(dirname "${BASH_SOURCE[0]}")/pause/main.go" | cut -c1-12)"
@@ -108,7 +112,7 @@ sign() {
 
 make_certs() {
   local ip=$1
-  if [[ -f "$PKI/done" && "$(cat "$PKI/done")" == "$ip" ]]; then make_front_proxy_certs; return; fi
+  if [[ -f "$PKI/done" && "$(cat "$PKI/done")" == "$ip" ]]; then make_front_proxy_certs; make_kwok_serving_cert; return; fi
   log "making certificates (node ip $ip)"
   rm -rf "$PKI"; mkdir -p "$PKI"; chmod 700 "$PKI"
   openssl ecparam -name prime256v1 -genkey -noout -out "$PKI/ca.key" 2>/dev/null
@@ -127,6 +131,7 @@ make_certs() {
   openssl genrsa -out "$PKI/sa.key" 2048 2>/dev/null
   openssl rsa -in "$PKI/sa.key" -pubout -out "$PKI/sa.pub" 2>/dev/null
   make_front_proxy_certs
+  make_kwok_serving_cert
   echo "$ip" >"$PKI/done"
 }
 
@@ -143,6 +148,15 @@ make_front_proxy_certs() {
     -addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign,cRLSign,digitalSignature" \
     -out "$PKI/front-proxy-ca.crt" 2>/dev/null
   sign front-proxy-client front-proxy-client "" "" front-proxy-ca
+}
+
+# kwok's serving cert: the API server verifies a kubelet's cert against the cluster CA
+# (--kubelet-certificate-authority) for the address it dials, the fake nodes' InternalIP.
+# Made apart from the rest, so a PKI from before it gains it without being replaced.
+make_kwok_serving_cert() {
+  [[ -f "$PKI/kwok-serving.crt" ]] && return
+  log "making kwok's serving certificate (IP $KWOK_NODE_IP)"
+  sign kwok-serving kwok-serving "" "IP:${KWOK_NODE_IP},DNS:localhost"
 }
 
 # write_kubeconfig FILE CERTNAME: a self-contained kubeconfig for pki/CERTNAME.crt

@@ -270,18 +270,27 @@ YAML
 
 # ------------------------------------------------------------------ kwok fake nodes
 
-start_kwok() {
-  if ! pid_alive kwok; then
-    write_kubeconfig "$ETC/kwok.kubeconfig" kwok
-    {
-      cat <<YAML
+# kwok's --config file: its options, then the Stages. Its kubelet-like server (pod logs of
+# fake pods, from ClusterLogs/Logs objects) listens on loopback only, with a serving cert
+# of the cluster CA; every fake node advertises that address and port (node-initialize).
+# NB: a config file gets no defaults, so enableDebuggingHandlers (the logs route) is set.
+kwok_config() {
+  cat <<YAML
 apiVersion: config.kwok.x-k8s.io/v1alpha1
 kind: KwokConfiguration
 options:
   manageAllNodes: false
   manageNodesWithAnnotationSelector: kwok.x-k8s.io/node=fake
   cidr: $KWOK_CIDR
-  nodeIP: 10.201.0.1
+  nodeIP: $KWOK_NODE_IP
+  nodePort: $KWOK_PORT
+  serverAddress: $KWOK_NODE_IP:$KWOK_PORT
+  tlsCertFile: $PKI/kwok-serving.crt
+  tlsPrivateKeyFile: $PKI/kwok-serving.key
+  enableCRDs: [ClusterLogs, Logs]
+  enableDebuggingHandlers: true
+  enableProfilingHandler: false
+  enableContentionProfiling: false
   nodeLeaseDurationSeconds: 40
   nodeLeaseParallelism: 4
   podPlayStageParallelism: 16
@@ -291,13 +300,57 @@ options:
   enablePodsOnNodeSyncStreamWatch: false
 ---
 YAML
-      cat "$HERE/kwok/stages.yaml"
-    } >"$ETC/kwok.yaml"
+  cat "$HERE/kwok/stages.yaml"
+}
+
+# The ClusterLogs and Logs CRDs (kwok.x-k8s.io/v1alpha1), from kwok's own module tree.
+install_kwok_crds() {
+  local src="$GOMODCACHE/sigs.k8s.io/kwok@$KWOK_VERSION" kind
+  [[ -d "$src/kustomize/crd/bases" ]] || go mod download "sigs.k8s.io/kwok@$KWOK_VERSION" >>"$LOGS/build.log" 2>&1 ||
+    die "kwok's module source ($src) is missing and go mod download failed (log: $LOGS/build.log)"
+  for kind in clusterlogs logs; do
+    kc apply --server-side --force-conflicts -f "$src/kustomize/crd/bases/kwok.x-k8s.io_$kind.yaml" >/dev/null ||
+      die "installing kwok's $kind CRD failed"
+  done
+  kc wait --for condition=Established --timeout 60s crd/clusterlogs.kwok.x-k8s.io crd/logs.kwok.x-k8s.io >/dev/null ||
+    die "kwok's ClusterLogs/Logs CRDs are not established"
+}
+
+# Does fake node NAME advertise kwok's server (InternalIP:kubelet port)?
+kwok_node_advertised() {
+  [[ $(kc get node "$1" -o 'jsonpath={.status.addresses[?(@.type=="InternalIP")].address}:{.status.daemonEndpoints.kubeletEndpoint.Port}' 2>/dev/null) == "$KWOK_NODE_IP:$KWOK_PORT" ]]
+}
+
+# Is kwok running with this config, and does every fake node point at its server?
+kwok_current() {
+  cmp -s <(kwok_config) "$ETC/kwok.yaml" || return 1
+  local i
+  for ((i = 0; i < KWOK_NODES; i++)); do kwok_node_advertised "kwok-node-$i" || return 1; done
+}
+
+start_kwok() {
+  if pid_alive kwok && ! cmp -s <(kwok_config) "$ETC/kwok.yaml"; then
+    log "kwok runs with an old configuration: restarting it"
+    stop_component kwok 10
+  fi
+  if ! pid_alive kwok; then
+    write_kubeconfig "$ETC/kwok.kubeconfig" kwok
+    install_kwok_crds
+    kwok_config >"$ETC/kwok.yaml"
     start_component kwok "$BIN/kwok" --kubeconfig "$ETC/kwok.kubeconfig" --config "$ETC/kwok.yaml"
   fi
-  local i
+  wait_until "kwok's server on $KWOK_NODE_IP:$KWOK_PORT" 60 "$LOGS/kwok.log" \
+    curl -sf --max-time 5 --cacert "$PKI/ca.crt" "https://$KWOK_NODE_IP:$KWOK_PORT/healthz"
+  local i n
   for ((i = 0; i < KWOK_NODES; i++)); do
-    kc get node "kwok-node-$i" >/dev/null 2>&1 || kwok_node "kwok-node-$i" | kc apply --validate=false -f - >/dev/null
+    n="kwok-node-$i"
+    kc get node "$n" >/dev/null 2>&1 || kwok_node "$n" | kc apply --validate=false -f - >/dev/null
+    # NB: node-initialize sets the address only on a node not yet Ready; one made by an
+    # older up.sh (other address, no port) is patched, its pods untouched.
+    kwok_node_advertised "$n" ||
+      kc patch node "$n" --subresource=status --type=merge -p "{\"status\":{\"addresses\":[{\"type\":\"InternalIP\",\"address\":\"$KWOK_NODE_IP\"},{\"type\":\"Hostname\",\"address\":\"$n\"}],\"daemonEndpoints\":{\"kubeletEndpoint\":{\"Port\":$KWOK_PORT}}}}" >/dev/null ||
+      die "could not point node $n at kwok's server"
+    wait_until "node $n to advertise $KWOK_NODE_IP:$KWOK_PORT" 60 "$LOGS/kwok.log" kwok_node_advertised "$n"
   done
 }
 
@@ -341,7 +394,7 @@ main() {
   exec 9>"$CLUSTER_DIR/up.lock"
   flock 9 # one up.sh at a time (several test sessions may call it at once)
   exec 2> >(tee -a "$LOGS/up.log" >&2)
-  if [[ -f "$KUBECONFIG_ADMIN" ]] && all_alive && ! apiserver_stale && api_healthy && all_nodes_ready; then
+  if [[ -f "$KUBECONFIG_ADMIN" ]] && all_alive && ! apiserver_stale && api_healthy && all_nodes_ready && kwok_current; then
     log "cluster already up and healthy (reused in $((SECONDS - T0))s)"
     return 0
   fi
