@@ -14,7 +14,17 @@ token of its own service account so its writes can be told apart from everything
 and for the operator its peak RSS (VmHWM) and CPU seconds.
 
 `--scale` instead keeps 10,000 trial pods in flight at once (long fake durations) and
-reports the operator's peak RSS and the eval's status size. `--smoke` is a tiny run that
+reports the operator's peak RSS and the eval's status size.
+
+`--archive` adds a third side: the operator with a record store (the test cluster's S3
+server, `.cluster/s3.env`) archiving every attempt's transcript before its pod is let go,
+while kwok serves a `--transcript-kib` log for every trial pod (a ClusterLogs object per
+namespace; hack/cluster/up.sh makes kwok serve pod logs through the API server). The
+operator without and with the archive alternate their order between runs;
+`archive_overhead` is the median of the per-run ratios (on / off), and the records in the
+store are counted against the attempts. `--scale --archive`: the 10,000 pods end after
+`--scale-duration-s` and are archived while the others are still tracked; the operator's
+peak RSS covers the whole run. `--smoke` is a tiny run that
 the cluster test suite uses to check that the benchmark works; it asserts no timing.
 
 Everything is created in namespaces named `passhat-bench-*` and removed afterwards (left-
@@ -31,6 +41,7 @@ import json
 import os
 import platform
 import secrets
+import shlex
 import signal
 import statistics
 import subprocess
@@ -46,6 +57,8 @@ from typing import Any
 
 import urllib3
 import yaml
+
+from passhat.records.layout import StoreLayout
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_KUBECONFIG = REPO / ".cluster" / "kubeconfig"
@@ -86,6 +99,19 @@ else:
 """
 OPERATOR_CMD = (sys.executable, "-c", OPERATOR_LAUNCHER)
 CRD_NAME = "consistencyevals.passhat.dev"
+# kwok's pod logs (hack/cluster/up.sh runs kwok with the ClusterLogs CRD): one object per
+# benchmark namespace, named like it, pointing at a CRI-format log file of the benchmark's.
+CLUSTER_LOGS_API = "/apis/kwok.x-k8s.io/v1alpha1/clusterlogs"
+CLUSTER_LOGS_CRD = "clusterlogs.kwok.x-k8s.io"
+DEFAULT_S3_ENV = REPO / ".cluster" / "s3.env"
+S3_ENV_NAMES = (
+    "PASSHAT_S3_ENDPOINT",
+    "PASSHAT_S3_BUCKET",
+    "AWS_ACCESS_KEY_ID",
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_DEFAULT_REGION",
+)
+LABEL_EVAL = "passhat.dev/eval"
 CRD_FILE = REPO / "crds" / f"{CRD_NAME}.yaml"
 
 
@@ -277,13 +303,26 @@ class OperatorProcess:
     """`passhat operator --namespace NS` as a child process, with its CPU and peak RSS."""
 
     def __init__(
-        self, *, namespace: str, kubeconfig: Path, log_path: Path, settings: list[str]
+        self,
+        *,
+        namespace: str,
+        kubeconfig: Path,
+        log_path: Path,
+        settings: list[str],
+        extra_args: list[str] | None = None,
+        extra_env: dict[str, str] | None = None,
     ) -> None:
-        env = {**os.environ, "KUBECONFIG": str(kubeconfig), "PYTHONUNBUFFERED": "1"}
+        env = {
+            **os.environ,
+            **(extra_env or {}),
+            "KUBECONFIG": str(kubeconfig),
+            "PYTHONUNBUFFERED": "1",
+        }
         cmd = [
             *OPERATOR_CMD,
             *("operator", "--namespace", namespace, "--metrics-port", "0"),
             *(arg for setting in settings for arg in ("--set", setting)),
+            *(extra_args or []),
         ]
         self.log_path = log_path
         self._log = log_path.open("wb")
@@ -328,6 +367,156 @@ class OperatorProcess:
         return "\n".join(text[-lines:])
 
 
+# ------------------------------------------------------------------- the record store
+
+
+def read_env_file(path: Path) -> dict[str, str]:
+    """The `export NAME=value` lines of a shell file (up.sh's `.cluster/s3.env`)."""
+    values: dict[str, str] = {}
+    for line in path.read_text().splitlines():
+        words = shlex.split(line, comments=True)
+        if words[:1] == ["export"] and len(words) == 2 and "=" in words[1]:
+            name, _, value = words[1].partition("=")
+            values[name] = value
+    return values
+
+
+class ArchiveStore:
+    """The test cluster's S3 server as the operator's record store, below `prefix`.
+
+    Each sandbox archives below a sub-prefix of its own (its namespace) and deletes it in
+    its teardown; the credentials go to the operator's environment, never to output.
+    """
+
+    def __init__(self, env_file: Path, prefix: str = "passhat-bench") -> None:
+        if not env_file.is_file():
+            raise BenchError(f"no {env_file}: hack/cluster/up.sh writes it with the S3 server")
+        env = read_env_file(env_file)
+        missing = [name for name in S3_ENV_NAMES if not env.get(name)]
+        if missing:
+            raise BenchError(f"{env_file} lacks {', '.join(missing)}")
+        import boto3
+        import botocore.config
+
+        self.env = {name: env[name] for name in S3_ENV_NAMES}
+        self.endpoint, self.bucket = env["PASSHAT_S3_ENDPOINT"], env["PASSHAT_S3_BUCKET"]
+        self.region, self.prefix = env["AWS_DEFAULT_REGION"], prefix.strip("/")
+        self.client = boto3.session.Session().client(
+            "s3",
+            endpoint_url=self.endpoint,
+            region_name=self.region,
+            aws_access_key_id=env["AWS_ACCESS_KEY_ID"],
+            aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"],
+            config=botocore.config.Config(
+                s3={"addressing_style": "path"},
+                connect_timeout=3,
+                read_timeout=30,
+                retries={"max_attempts": 3},
+            ),
+        )
+
+    def check(self) -> None:
+        """A put and a delete work (BenchError naming the endpoint otherwise)."""
+        key = f"{self.prefix}/probe-{secrets.token_hex(4)}"
+        try:
+            self.client.put_object(Bucket=self.bucket, Key=key, Body=b"probe")
+            self.client.delete_object(Bucket=self.bucket, Key=key)
+        except Exception as exc:  # NB: boto3's and botocore's errors share no base class
+            raise BenchError(f"the S3 store at {self.endpoint} does not work: {exc}") from None
+
+    def operator_args(self, sub: str) -> list[str]:
+        return [
+            *("--records-store", f"s3://{self.bucket}/{self.prefix}/{sub}"),
+            *("--records-s3-endpoint", self.endpoint, "--records-s3-region", self.region),
+        ]
+
+    def operator_env(self) -> dict[str, str]:
+        # NB: boto3 must never look for credentials off this machine
+        return {**self.env, "AWS_EC2_METADATA_DISABLED": "true"}
+
+    def objects(self, sub: str) -> dict[str, int]:
+        """key (below `sub`) -> size of every object below `sub`."""
+        base = f"{self.prefix}/{sub}/"
+        found: dict[str, int] = {}
+        for page in self.client.get_paginator("list_objects_v2").paginate(
+            Bucket=self.bucket, Prefix=base
+        ):
+            for item in page.get("Contents") or []:
+                found[item["Key"][len(base) :]] = int(item["Size"])
+        return found
+
+    def delete(self, sub: str) -> None:
+        keys = list(self.objects(sub))
+        for i in range(0, len(keys), 1000):
+            self.client.delete_objects(
+                Bucket=self.bucket,
+                Delete={
+                    "Objects": [{"Key": f"{self.prefix}/{sub}/{k}"} for k in keys[i : i + 1000]]
+                },
+            )
+
+
+@dataclass
+class Archived:
+    """What the store holds of one eval: its attempt records and transcript sizes."""
+
+    records: int
+    transcript_bytes: list[int]
+
+
+def archived(store: ArchiveStore, sub: str, namespace: str, eval_name: str) -> Archived:
+    """Count eval `eval_name`'s records (any uid) in the store."""
+    prefix = StoreLayout.evals_prefix(namespace, eval_name)
+    records, sizes = 0, []
+    for key, size in store.objects(sub).items():
+        if not key.startswith(prefix):
+            continue
+        if StoreLayout.parse_record_key(key) is not None:
+            records += 1
+        elif "/transcripts/" in key:
+            sizes.append(size)
+    return Archived(records, sorted(sizes))
+
+
+def write_cri_log(path: Path, size: int) -> Path:
+    """A container log in the CRI format (what kwok reads, like a kubelet) whose content
+    is `size` bytes of text lines."""
+    stamp = "2026-01-01T00:00:00.000000000Z stdout F "
+    lines, left, i = [], size, 0
+    while left > 0:
+        text = f"transcript line {i:06d} " + "x" * 80
+        text = text[: min(len(text), left - 1)]
+        lines.append(stamp + text + "\n")
+        left -= len(text) + 1
+        i += 1
+    path.write_text("".join(lines))
+    path.chmod(0o644)
+    return path
+
+
+def create_cluster_logs(kube: Kube, namespace: str, log_file: Path) -> None:
+    """Make kwok serve `log_file` as the log of every container in `namespace`."""
+    if (
+        kube.get(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{CLUSTER_LOGS_CRD}")
+        is None
+    ):
+        raise BenchError(
+            f"no {CLUSTER_LOGS_CRD} CRD: kwok serves no pod logs (run hack/cluster/up.sh)"
+        )
+    kube.create(
+        CLUSTER_LOGS_API,
+        {
+            "apiVersion": "kwok.x-k8s.io/v1alpha1",
+            "kind": "ClusterLogs",
+            "metadata": {"name": namespace},
+            "spec": {
+                "selector": {"matchNamespaces": [namespace]},
+                "logs": [{"logsFile": str(log_file)}],
+            },
+        },
+    )
+
+
 # ------------------------------------------------------------------------ namespaces
 
 
@@ -341,11 +530,22 @@ class Sandbox:
     binding: str | None = None
     operator: OperatorProcess | None = None
     operator_settings: list[str] = field(default_factory=list)
+    # With a record store: the operator archives every attempt below a prefix of its own.
+    store: ArchiveStore | None = None
 
     @classmethod
     def create(
-        cls, kube: Kube, side: str, workdir: Path, operator_settings: list[str] | None = None
+        cls,
+        kube: Kube,
+        side: str,
+        workdir: Path,
+        operator_settings: list[str] | None = None,
+        *,
+        store: ArchiveStore | None = None,
+        transcript_kib: int = 0,
     ) -> Sandbox:
+        """A fresh namespace; with `transcript_kib`, kwok serves every pod in it a log
+        of that many KiB."""
         name = f"{NS_PREFIX}{side}-{secrets.token_hex(3)}"
         owner = {OWNER_ANNOTATION: f"{platform.node()}/{os.getpid()}"}
         kube.create("/api/v1/namespaces", {"metadata": {"name": name, "annotations": owner}})
@@ -354,7 +554,17 @@ class Sandbox:
             lambda: kube.get(f"/api/v1/namespaces/{name}/serviceaccounts/default") is not None,
             timeout=60,
         )
-        return cls(kube, name, workdir, operator_settings=list(operator_settings or []))
+        box = cls(kube, name, workdir, operator_settings=list(operator_settings or []))
+        if transcript_kib:
+            log_file = write_cri_log(workdir / f"{name}.log", transcript_kib * 1024)
+            create_cluster_logs(kube, name, log_file)
+        box.store = store
+        return box
+
+    @property
+    def store_prefix(self) -> str:
+        """Where in the store this sandbox's operator archives (below the run's prefix)."""
+        return self.namespace
 
     def start_operator(self) -> OperatorProcess:
         """Run the operator for this namespace with a service-account identity of its own."""
@@ -379,11 +589,14 @@ class Sandbox:
         )["status"]["token"]
         kubeconfig = self.workdir / f"{ns}.kubeconfig"
         kubeconfig.write_text(yaml.safe_dump(token_kubeconfig(kube, token)))
+        store = self.store
         self.operator = OperatorProcess(
             namespace=ns,
             kubeconfig=kubeconfig,
             log_path=self.workdir / f"{ns}.operator.log",
             settings=self.operator_settings,
+            extra_args=store.operator_args(self.store_prefix) if store else None,
+            extra_env=store.operator_env() if store else None,
         )
         return self.operator
 
@@ -408,6 +621,9 @@ class Sandbox:
                 operator.stop()
         if self.binding:
             kube.delete(f"/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/{self.binding}")
+        kube.delete(f"{CLUSTER_LOGS_API}/{ns}")  # NB: 404 (none, or no CRD) is fine
+        if self.store is not None:
+            self.store.delete(self.store_prefix)
         # NB: force-delete the pods at once rather than wait for kwok to confirm each one
         strip_finalizers(kube, ns)
         with contextlib.suppress(BenchError):  # NB: may outlast the client timeout; best effort
@@ -607,9 +823,19 @@ def run_job(
 
 
 def run_operator(
-    kube: Kube, audit: Path, box: Sandbox, *, trials: int, parallelism: int, duration_s: float
+    kube: Kube,
+    audit: Path,
+    box: Sandbox,
+    *,
+    trials: int,
+    parallelism: int,
+    duration_s: float,
+    expect_bytes: int = 0,
 ) -> SideResult:
-    """An eval of trials/10 tasks x 10 trials through a fresh operator; create to Complete."""
+    """An eval of trials/10 tasks x 10 trials through a fresh operator; create to Complete.
+
+    With a record store (`box.store`), the attempts archived are counted in the store
+    against the attempts made (the eval's pods, kept until it is deleted)."""
     ns = box.namespace
     operator = box.start_operator()
     evals = f"{EVAL_API}/namespaces/{ns}/consistencyevals"
@@ -617,6 +843,8 @@ def run_operator(
     # starts (its start-up is not what is compared), then is deleted again.
     kube.create(evals, eval_body("warmup", tasks=1, trials=1, parallelism=1, duration_s=0))
     wait_eval(kube, operator, f"{evals}/warmup", timeout=180)
+    if box.store is not None:
+        check_warmup_transcript(box, expect_bytes)
     kube.delete(f"{evals}/warmup")
     wait_for("the warm-up eval to go", lambda: kube.get(f"{evals}/warmup") is None, timeout=120)
     user = f"system:serviceaccount:{ns}:{OPERATOR_SA}"
@@ -649,14 +877,46 @@ def run_operator(
         interval=1,
     )
     writes = window.wait_quiet()
+    extra: dict[str, Any] = {"status_bytes": json_size(status), "summary": status.get("summary")}
+    if box.store is not None:
+        attempts = len(
+            list_items(kube, f"/api/v1/namespaces/{ns}/pods", labelSelector=f"{LABEL_EVAL}=bench")
+        )
+        found = archived(box.store, box.store_prefix, ns, "bench")
+        extra |= {
+            "attempts": attempts,
+            "records": found.records,
+            "transcripts": len(found.transcript_bytes),
+            "transcript_bytes_min": min(found.transcript_bytes, default=0),
+        }
+        log(f"archive: {found.records} records in the store for {attempts} attempts")
     return SideResult(
         end - start,
         writes,
         trials,
         rss_mib=operator.peak_rss_mib(),
         cpu_seconds=operator.cpu_seconds() - cpu0,
-        extra={"status_bytes": json_size(status), "summary": status.get("summary")},
+        extra=extra,
     )
+
+
+def check_warmup_transcript(box: Sandbox, expect_bytes: int) -> None:
+    """The warm-up attempt's transcript is in the store with the whole log kwok serves
+    (else kwok serves no logs through the API server and the benchmark would time nothing)."""
+    assert box.store is not None
+    found = Archived(0, [])
+
+    def in_store() -> bool:
+        nonlocal found
+        found = archived(box.store, box.store_prefix, box.namespace, "warmup")  # type: ignore[arg-type]
+        return found.records >= 1
+
+    wait_for("the warm-up attempt's record in the store", in_store, timeout=120, interval=1)
+    if min(found.transcript_bytes, default=0) < expect_bytes:
+        raise BenchError(
+            f"the warm-up transcript has {found.transcript_bytes} bytes, expected >= "
+            f"{expect_bytes}: does kwok serve pod logs? (hack/cluster/up.sh, docs/cluster.md)"
+        )
 
 
 def wait_eval(kube: Kube, operator: OperatorProcess, path: str, *, timeout: float) -> float:
@@ -692,7 +952,15 @@ def run_scale(
     """Keep `tasks` x 10 trial pods in flight; the operator's RSS and the status size then."""
     tasks: int = args.scale_tasks
     parallelism = tasks * TASK_TRIALS
-    box = Sandbox.create(kube, "scale", workdir, args.operator_set)
+    duration: float | None = args.scale_duration_s
+    box = Sandbox.create(
+        kube,
+        "scale",
+        workdir,
+        args.operator_set,
+        store=args.store,
+        transcript_kib=args.transcript_kib if args.archive else 0,
+    )
     try:
         operator = box.start_operator()
         evals = f"{EVAL_API}/namespaces/{box.namespace}/consistencyevals"
@@ -701,7 +969,11 @@ def run_scale(
         kube.create(
             evals,
             eval_body(
-                "scale", tasks=tasks, trials=TASK_TRIALS, parallelism=parallelism, duration_s=None
+                "scale",
+                tasks=tasks,
+                trials=TASK_TRIALS,
+                parallelism=parallelism,
+                duration_s=duration,
             ),
         )
         last = [0.0]
@@ -722,21 +994,65 @@ def run_scale(
         time.sleep(15)  # NB: let the operator run passes with every pod tracked
         live = count_pods(kube, box.namespace)
         ev = kube.get(f"{evals}/scale") or {}
-        return {
+        result: dict[str, Any] = {
             "scale_pods": live,
             "scale_tasks": tasks,
             "scale_seconds_to_create": round(end - start, 1),
-            "operator_rss_mib": round(operator.peak_rss_mib(), 1),
-            "operator_cpu_seconds": round(operator.cpu_seconds(), 1),
+            "scale_duration_s": duration,
+            "operator_rss_mib_when_created": round(operator.peak_rss_mib(), 1),
             "status_bytes": json_size(ev.get("status") or {}),
             "object_bytes": json_size(ev),
         }
+        if box.store is not None:
+            result |= archive_all(kube, box, operator, pods=pods, start=start, timeout=timeout)
+        result["operator_rss_mib"] = round(operator.peak_rss_mib(), 1)
+        result["operator_cpu_seconds"] = round(operator.cpu_seconds(), 1)
+        return result
     finally:
         # NB: 10,000 releases through the operator take long; strip the finalizers instead
         try:
             box.teardown(timeout=1800, release_wait=0)
         except BenchError as exc:
             log(f"teardown of {box.namespace} failed: {exc}")
+
+
+def archive_all(
+    kube: Kube,
+    box: Sandbox,
+    operator: OperatorProcess,
+    *,
+    pods: int,
+    start: float,
+    timeout: float,
+) -> dict[str, Any]:
+    """--scale --archive: wait until every pod's attempt is in the store (they end after
+    `--scale-duration-s`); what the store holds then."""
+    assert box.store is not None
+    found = Archived(0, [])
+    last = [0.0]
+
+    def all_archived() -> bool:
+        nonlocal found
+        if not operator.alive():
+            raise BenchError(f"the operator exited:\n{operator.tail()}")
+        found = archived(box.store, box.store_prefix, box.namespace, "scale")  # type: ignore[arg-type]
+        if time.monotonic() - last[0] > 30:
+            last[0] = time.monotonic()
+            log(
+                f"scale: {found.records}/{pods} records archived, "
+                f"operator RSS {operator.rss_mib():.0f} MiB (peak {operator.peak_rss_mib():.0f})"
+            )
+        return found.records >= pods
+
+    end = wait_for("every attempt to be archived", all_archived, timeout=timeout, interval=10)
+    return {
+        "scale_seconds_to_archive_all": round(end - start, 1),
+        "records_archived": found.records,
+        "transcripts_archived": len(found.transcript_bytes),
+        "transcript_bytes_min": min(found.transcript_bytes, default=0),
+        "archive_attempts": pods,
+        "records_match_attempts": found.records == len(found.transcript_bytes) == pods,
+    }
 
 
 # ----------------------------------------------------------------------- the machine
@@ -748,10 +1064,20 @@ def machine_info(kube: Kube) -> dict[str, Any]:
     mem_gib = int(meminfo[meminfo.index("MemTotal:") + 1]) / 1024**2
     version = kube.get("/version") or {}
     kwok_nodes = list_items(kube, "/api/v1/nodes", labelSelector="type=kwok")
+    model = next(
+        (
+            line.split(":", 1)[1].strip()
+            for line in Path("/proc/cpuinfo").read_text().splitlines()
+            if line.startswith("model name")
+        ),
+        platform.processor(),
+    )
     return {
         "cores": os.cpu_count(),
+        "cpu_model": model,
         "memory_gib": round(mem_gib, 1),
         "load_avg_1m": os.getloadavg()[0],
+        "load_avg": [round(x, 2) for x in os.getloadavg()],
         "python": platform.python_version(),
         "kubernetes": version.get("gitVersion"),
         "kwok_nodes": len(kwok_nodes),
@@ -793,6 +1119,20 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--scale", action="store_true", help="10,000 tracked pods: RSS, status size")
     p.add_argument("--scale-tasks", type=int, default=1000, help="tasks of the scale eval (x10)")
     p.add_argument("--smoke", action="store_true", help="tiny run (20 trials, parallelism 10)")
+    p.add_argument(
+        "--archive",
+        action="store_true",
+        help="also run the operator with a record store (.cluster/s3.env's S3 server)",
+    )
+    p.add_argument(
+        "--transcript-kib", type=int, default=100, help="with --archive: each pod's log size"
+    )
+    p.add_argument("--s3-env", type=Path, default=DEFAULT_S3_ENV, help="the S3 server to use")
+    p.add_argument(
+        "--scale-duration-s",
+        type=float,
+        help="--scale: pods end after this long (default: never; with --archive 300)",
+    )
     p.add_argument("--kubeconfig", type=Path, default=DEFAULT_KUBECONFIG)
     p.add_argument("--audit-log", type=Path, default=DEFAULT_AUDIT_LOG)
     p.add_argument("--keep-logs", type=Path, help="copy operator logs into this directory")
@@ -810,6 +1150,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         p.error(f"--trials must be a positive multiple of {TASK_TRIALS}")
     if args.parallelism < 1 or args.runs < 1 or args.duration_s < 0:
         p.error("--parallelism and --runs must be >= 1, --duration-s >= 0")
+    if args.transcript_kib < 1:
+        p.error("--transcript-kib must be >= 1")
+    if args.scale_duration_s is None and args.archive:
+        args.scale_duration_s = 300.0
+    args.store = None
     return args
 
 
@@ -818,22 +1163,43 @@ def one_run(
 ) -> dict[str, Any]:
     """Both sides once (the Job first on odd runs), each in a fresh namespace."""
     sides: dict[str, SideResult] = {}
-    order = ["operator", "job"] if i % 2 == 0 else ["job", "operator"]
+    prefixes: list[str] = []
+    order = ["operator", "archive", "job"] if args.archive else ["operator", "job"]
+    if i % 2:
+        order.reverse()
     for side in order:
+        archiving = side == "archive"
         box = Sandbox.create(
-            kube, "op" if side == "operator" else "job", workdir, args.operator_set
+            kube,
+            {"operator": "op", "archive": "arc", "job": "job"}[side],
+            workdir,
+            args.operator_set,
+            store=args.store if archiving else None,
+            transcript_kib=args.transcript_kib if args.archive and side != "job" else 0,
         )
         try:
-            runner = run_operator if side == "operator" else run_job
             log(f"run {i + 1}: {side} side in {box.namespace}")
-            sides[side] = runner(
-                kube,
-                audit,
-                box,
-                trials=args.trials,
-                parallelism=args.parallelism,
-                duration_s=args.duration_s,
-            )
+            if archiving and box.store is not None:
+                prefixes.append(f"{box.store.prefix}/{box.store_prefix}/")
+            if side == "job":
+                sides[side] = run_job(
+                    kube,
+                    audit,
+                    box,
+                    trials=args.trials,
+                    parallelism=args.parallelism,
+                    duration_s=args.duration_s,
+                )
+            else:
+                sides[side] = run_operator(
+                    kube,
+                    audit,
+                    box,
+                    trials=args.trials,
+                    parallelism=args.parallelism,
+                    duration_s=args.duration_s,
+                    expect_bytes=args.transcript_kib * 1024 if archiving else 0,
+                )
             log(f"run {i + 1}: {side} done in {sides[side].seconds:.1f}s")
         finally:
             if args.keep_logs and box.operator is not None:
@@ -847,7 +1213,8 @@ def one_run(
                 # NB: keep the measurement; the next run removes what is left
                 log(f"teardown of {box.namespace} failed: {exc}")
     op, job = sides["operator"], sides["job"]
-    return {
+    out: dict[str, Any] = {
+        "order": order,
         "operator_seconds": op.seconds,
         "job_seconds": job.seconds,
         "operator_api_writes_per_trial": op.writes_per_trial,
@@ -858,6 +1225,21 @@ def one_run(
         "job_writes": dict(job.writes),
         "operator_status_bytes": op.extra["status_bytes"],
     }
+    if (arc := sides.get("archive")) is not None:
+        out |= {
+            "operator_archive_seconds": arc.seconds,
+            "archive_ratio": arc.seconds / op.seconds,
+            "operator_archive_api_writes_per_trial": arc.writes_per_trial,
+            "operator_archive_rss_mib": arc.rss_mib,
+            "operator_archive_cpu_seconds": arc.cpu_seconds,
+            "archive_attempts": arc.extra["attempts"],
+            "records_archived": arc.extra["records"],
+            "transcripts_archived": arc.extra["transcripts"],
+            "transcript_bytes_min": arc.extra["transcript_bytes_min"],
+            "operator_archive_writes": dict(arc.writes),
+            "store_prefixes": prefixes,
+        }
+    return out
 
 
 def median_of(runs: list[dict[str, Any]], key: str) -> float:
@@ -873,10 +1255,22 @@ def print_table(runs: list[dict[str, Any]], result: dict[str, Any]) -> None:
         ("operator_rss_mib", "op RSS MiB"),
         ("operator_cpu_seconds", "op CPU s"),
     ]
+    if "operator_archive_seconds" in result:
+        cols += [
+            ("operator_archive_seconds", "archive s"),
+            ("archive_ratio", "archive/op"),
+            ("operator_archive_rss_mib", "arc RSS MiB"),
+            ("operator_archive_cpu_seconds", "arc CPU s"),
+            ("records_archived", "records"),
+        ]
     print("run    " + "".join(f"{title:>18}" for _, title in cols))
     for i, r in enumerate(runs):
         print(f"{i + 1:<7}" + "".join(f"{r[key]:>18.2f}" for key, _ in cols))
-    print("median " + "".join(f"{result[key]:>18.2f}" for key, _ in cols))
+    medians = [result.get(key) for key, _ in cols]
+    print(
+        "median "
+        + "".join(f"{m:>18.2f}" if isinstance(m, float | int) else f"{'':>18}" for m in medians)
+    )
     last = runs[-1]
     print(f"operator writes (last run): {json.dumps(last['operator_writes'], sort_keys=True)}")
     print(f"job writes (last run):      {json.dumps(last['job_writes'], sort_keys=True)}")
@@ -884,13 +1278,21 @@ def print_table(runs: list[dict[str, Any]], result: dict[str, Any]) -> None:
         f"throughput ratio (operator/job, >= 1 means the operator is at least as fast): "
         f"{result['throughput_ratio']:.3f}"
     )
+    if "archive_overhead" in result:
+        print(
+            f"archive overhead (median of per-run archive-on/off wall time): "
+            f"{result['archive_overhead']:.3f}; records == attempts in every run: "
+            f"{result['records_match_attempts']}"
+        )
 
 
 def measure(kube: Kube, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     """The benchmark proper: the side-by-side runs (median), or the scale run."""
     if args.scale:
         pods = args.scale_tasks * TASK_TRIALS
-        result = {"trials": pods, "parallelism": pods}
+        result = {"trials": pods, "parallelism": pods, "archive": args.archive}
+        if args.archive:
+            result["transcript_kib"] = args.transcript_kib
         return result | run_scale(kube, workdir, args, timeout=3600)
     runs = [one_run(kube, args.audit_log, workdir, args, i) for i in range(args.runs)]
     result = {"trials": args.trials, "parallelism": args.parallelism}
@@ -909,6 +1311,36 @@ def measure(kube: Kube, args: argparse.Namespace, workdir: Path) -> dict[str, An
     result["operator_status_bytes"] = runs[-1]["operator_status_bytes"]
     result["operator_writes_last_run"] = runs[-1]["operator_writes"]
     result["job_writes_last_run"] = runs[-1]["job_writes"]
+    if args.archive:
+        for key in (
+            "operator_archive_seconds",
+            "operator_archive_api_writes_per_trial",
+            "operator_archive_rss_mib",
+            "operator_archive_cpu_seconds",
+        ):
+            result[key] = round(median_of(runs, key), 3)
+        result["archive"] = True
+        result["transcript_kib"] = args.transcript_kib
+        result["archive_overhead"] = round(median_of(runs, "archive_ratio"), 3)
+        result["archive_overhead_of_medians"] = round(
+            result["operator_archive_seconds"] / result["operator_seconds"], 3
+        )
+        result["archive_ratios"] = [round(r["archive_ratio"], 3) for r in runs]
+        result["archive_orders"] = [r["order"] for r in runs]
+        result["operator_seconds_runs"] = [round(r["operator_seconds"], 2) for r in runs]
+        result["operator_archive_seconds_runs"] = [
+            round(r["operator_archive_seconds"], 2) for r in runs
+        ]
+        result["store_prefixes"] = [p for r in runs for p in r["store_prefixes"]]
+        result["records_archived"] = [r["records_archived"] for r in runs]
+        result["archive_attempts"] = [r["archive_attempts"] for r in runs]
+        result["transcripts_archived"] = [r["transcripts_archived"] for r in runs]
+        result["transcript_bytes_min"] = min(r["transcript_bytes_min"] for r in runs)
+        result["records_match_attempts"] = all(
+            r["records_archived"] == r["archive_attempts"] == r["transcripts_archived"]
+            for r in runs
+        )
+        result["operator_archive_writes_last_run"] = runs[-1].get("operator_archive_writes")
     print_table(runs, result)
     return result
 
@@ -919,9 +1351,12 @@ def main(argv: list[str] | None = None) -> int:
         if not args.audit_log.exists():
             raise BenchError(f"no audit log at {args.audit_log} (hack/cluster/up.sh writes it)")
         kube = Kube(args.kubeconfig)
+        if args.archive:
+            args.store = ArchiveStore(args.s3_env)
+            args.store.check()
         for ns in leftover_namespaces(kube):
             log(f"removing {ns}, left by an earlier run")
-            Sandbox(kube, ns, Path(tempfile.gettempdir())).teardown()
+            Sandbox(kube, ns, Path(tempfile.gettempdir()), store=args.store).teardown()
         machine = machine_info(kube)
         ensure_crd(kube)
         with tempfile.TemporaryDirectory(prefix="passhat-bench-") as tmp:
@@ -930,8 +1365,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"bench: {exc}", file=sys.stderr)
         return 1
     machine["load_avg_1m_end"] = os.getloadavg()[0]
+    machine["load_avg_end"] = [round(x, 2) for x in os.getloadavg()]
     result["machine"] = machine
     print(json.dumps(result, sort_keys=True))
+    if args.archive and not result.get("records_match_attempts", True):
+        print("bench: the store does not hold one record per attempt", file=sys.stderr)
+        return 1
     return 0
 
 

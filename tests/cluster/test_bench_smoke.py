@@ -48,3 +48,31 @@ def test_throughput_smoke_completes_both_sides(cluster: Any) -> None:
     assert result["operator_seconds"] > 0 and result["job_seconds"] > 0
     assert result["operator_api_writes_per_trial"] > 0 and result["job_api_writes_per_trial"] > 0
     assert result["operator_rss_mib"] > 0
+
+
+@pytest.mark.slow
+def test_throughput_archive_smoke_archives_every_attempt(cluster: Any, s3_server: Any) -> None:
+    """`--smoke --archive` runs the operator with and without the record store (the
+    cluster's S3 server) on kwok pods that log 100 KiB each: every attempt's record and
+    whole transcript are in the store (the benchmark counts them), and the prefix is gone
+    afterwards."""
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "bench" / "throughput.py"), "--smoke", "--archive"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=840,
+    )
+    assert proc.returncode == 0, f"stdout:\n{proc.stdout[-3000:]}\nstderr:\n{proc.stderr[-5000:]}"
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert not KEYS - result.keys(), f"missing keys: {sorted(KEYS - result.keys())}"
+    assert result["archive"] is True and result["transcript_kib"] == 100
+    assert result["records_match_attempts"] is True
+    assert result["records_archived"] == result["archive_attempts"]
+    assert min(result["records_archived"]) >= 20
+    assert result["transcript_bytes_min"] >= 100 * 1024
+    assert result["operator_archive_seconds"] > 0 and result["archive_overhead"] > 0
+    assert result["store_prefixes"]
+    for prefix in result["store_prefixes"]:
+        left = s3_server.client().list_objects_v2(Bucket=s3_server.bucket, Prefix=prefix)
+        assert not left.get("Contents"), f"the benchmark left objects below {prefix}"
