@@ -9,6 +9,7 @@ mkdir -p "$CLUSTER_DIR"
 exec 9>"$CLUSTER_DIR/up.lock"
 flock 9
 
+stop_component weed 10 # the S3 server (SeaweedFS); its data is under $STATE
 stop_component kwok 10
 stop_component kubelet 20
 # Kill every pod sandbox/container the kubelet left behind, then containerd itself.
@@ -38,7 +39,7 @@ done
 ip link delete passhat0 2>/dev/null || true
 iptables -t nat -S 2>/dev/null | grep -- "-d $SERVICE_IP/32" | sed 's/^-A/-D/' |
   while read -r rule; do eval "iptables -t nat $rule" 2>/dev/null || true; done
-rm -rf "$STATE" "$RUNTIME" "$RUN" "$PKI" "$ETC" "$KUBECONFIG_ADMIN"
+rm -rf "$STATE" "$RUNTIME" "$RUN" "$PKI" "$ETC" "$KUBECONFIG_ADMIN" "$CLUSTER_DIR/s3.env"
 rm -rf /var/log/pods/* /var/log/containers/* 2>/dev/null # the kubelet's fixed log dirs
 [[ "${KEEP_LOGS:-0}" == 1 ]] || rm -rf "$LOGS"
 log "cluster stopped and its state removed"

@@ -40,7 +40,7 @@ build_all() {
       die "building the pause binary failed"
   fi
   local b
-  for b in "$KUBE_BIN"/* "$ETCD_BIN/etcd" "$KWOK_BIN/kwok" "$HELM_BIN/helm"; do ln -sfn "$b" "$BIN/$(basename "$b")"; done
+  for b in "$KUBE_BIN"/* "$ETCD_BIN/etcd" "$KWOK_BIN/kwok" "$HELM_BIN/helm" "$SEAWEED_BIN/weed"; do ln -sfn "$b" "$BIN/$(basename "$b")"; done
   ln -sfn /usr/bin/promtool "$BIN/promtool"
 }
 
@@ -377,6 +377,65 @@ status:
 YAML
 }
 
+# ------------------------------------------------------------------ S3 server (record archive)
+
+# SeaweedFS in one process (master, volume server, filer, S3 gateway), data under $STATE.
+# S3 listens on every address: pods reach it at the node IP, host processes at 127.0.0.1
+# too. Its other ports (master, volume, filer: no S3 credentials there) are test-only.
+S3_PORT=8333
+S3_BUCKET=passhat-records
+S3_ENV="$CLUSTER_DIR/s3.env"
+
+s3_var() { [[ ! -f "$S3_ENV" ]] || sed -n "s/^export $1=//p" "$S3_ENV" | head -1; } # NAME: its value in s3.env
+s3_answers() { # any HTTP answer at all (403 to an unsigned request) means the gateway is up
+  [[ $(curl -s -o /dev/null -w '%{http_code}' --max-time 3 "http://127.0.0.1:$S3_PORT/") != 000 ]]
+}
+s3_signed() { # METHOD PATH: a request signed with the generated credentials; prints the status
+  curl -s -o /dev/null -w '%{http_code}' --max-time 5 -X "$1" --aws-sigv4 "aws:amz:us-east-1:s3" \
+    --user "$(s3_var AWS_ACCESS_KEY_ID):$(s3_var AWS_SECRET_ACCESS_KEY)" "http://127.0.0.1:$S3_PORT$2"
+}
+s3_healthy() { [[ -f "$S3_ENV" ]] && pid_alive weed && [[ $(s3_signed GET "/$S3_BUCKET?max-keys=1") == 200 ]]; }
+
+# s3.env (the endpoint, bucket and credentials, for tests and humans) and the gateway's
+# identity file; keys are made once (random) and kept while .cluster/ lives. Both 0600.
+write_s3_config() {
+  local access secret
+  access=$(s3_var AWS_ACCESS_KEY_ID)
+  secret=$(s3_var AWS_SECRET_ACCESS_KEY)
+  [[ -n $access && -n $secret ]] || { access=$(openssl rand -hex 10); secret=$(openssl rand -hex 20); }
+  (
+    umask 077
+    cat >"$S3_ENV.tmp" <<ENV
+# Made by hack/cluster/up.sh: the test cluster's S3 server (SeaweedFS). \`source\` this file.
+export PASSHAT_S3_ENDPOINT=http://$NODE_IP:$S3_PORT
+export PASSHAT_S3_BUCKET=$S3_BUCKET
+export AWS_ACCESS_KEY_ID=$access
+export AWS_SECRET_ACCESS_KEY=$secret
+export AWS_DEFAULT_REGION=us-east-1
+ENV
+    mv "$S3_ENV.tmp" "$S3_ENV"
+    printf '{"identities": [{"name": "passhat", "credentials": [{"accessKey": "%s", "secretKey": "%s"}],
+  "actions": ["Admin", "Read", "List", "Tagging", "Write"]}]}\n' "$access" "$secret" >"$ETC/s3.json"
+  )
+}
+
+start_s3() {
+  s3_healthy && return
+  write_s3_config
+  stop_component weed 10 # NB: alive but not answering with these keys: start afresh
+  mkdir -p "$STATE/seaweedfs"
+  start_component weed "$BIN/weed" mini -dir="$STATE/seaweedfs" -ip="$NODE_IP" -ip.bind=0.0.0.0 \
+    -s3.config="$ETC/s3.json" -s3.port="$S3_PORT" -s3.port.iceberg=0 -s3.port.lance=0 \
+    -master.port=9333 -volume.port=9340 -filer.port=8888 \
+    -webdav=false -admin.ui=false -master.telemetry=false
+  wait_until "S3 server (SeaweedFS) on :$S3_PORT" 90 "$LOGS/weed.log" s3_answers
+  local code
+  code=$(s3_signed PUT "/$S3_BUCKET")
+  [[ $code == 200 || $code == 409 ]] || { tail -n 40 "$LOGS/weed.log" >&2; die "creating bucket $S3_BUCKET failed (HTTP $code)"; }
+  wait_until "bucket $S3_BUCKET" 30 "$LOGS/weed.log" s3_healthy
+  log "S3 server up: http://$NODE_IP:$S3_PORT bucket $S3_BUCKET (source $S3_ENV)"
+}
+
 # ------------------------------------------------------------------ checks
 
 node_ready() { [[ $(kc get node "$1" -o 'jsonpath={.status.conditions[?(@.type=="Ready")].status}' 2>/dev/null) == True ]]; }
@@ -387,14 +446,14 @@ all_nodes_ready() {
 }
 all_alive() {
   local c
-  for c in etcd kube-apiserver kube-controller-manager kube-scheduler containerd kubelet kwok; do pid_alive "$c" || return 1; done
+  for c in etcd kube-apiserver kube-controller-manager kube-scheduler containerd kubelet kwok weed; do pid_alive "$c" || return 1; done
 }
 
 main() {
   exec 9>"$CLUSTER_DIR/up.lock"
   flock 9 # one up.sh at a time (several test sessions may call it at once)
   exec 2> >(tee -a "$LOGS/up.log" >&2)
-  if [[ -f "$KUBECONFIG_ADMIN" ]] && all_alive && ! apiserver_stale && api_healthy && all_nodes_ready && kwok_current; then
+  if [[ -f "$KUBECONFIG_ADMIN" ]] && all_alive && ! apiserver_stale && api_healthy && all_nodes_ready && kwok_current && s3_healthy; then
     log "cluster already up and healthy (reused in $((SECONDS - T0))s)"
     return 0
   fi
@@ -412,6 +471,7 @@ main() {
   service_ip_rule
   start_kubelet
   start_kwok
+  start_s3
   wait_until "node $NODE_NAME Ready" 180 "$LOGS/kubelet.log" node_ready "$NODE_NAME"
   wait_until "kwok nodes Ready" 120 "$LOGS/kwok.log" all_nodes_ready
   wait_until "default service account" 120 "$LOGS/kube-controller-manager.log" kc get serviceaccount default -n default

@@ -27,8 +27,10 @@ import yaml
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
+from passhat.records.s3 import S3Store
 from tests.cluster.kube_helpers import as_body
 from tests.cluster.operator_helpers import OperatorProcess, operator_in
+from tests.cluster.s3_helpers import S3Server
 
 REPO = Path(__file__).resolve().parents[2]
 CLUSTER_DIR = REPO / ".cluster"
@@ -319,3 +321,32 @@ def pod_manifest_fixture() -> Callable[..., dict[str, Any]]:
 def strip_pod_finalizers_fixture(core_v1: client.CoreV1Api) -> Callable[[str], None]:
     """`strip_pod_finalizers(namespace)`: remove all finalizers from the namespace's pods."""
     return lambda namespace: strip_pod_finalizers(core_v1, namespace)
+
+
+@pytest.fixture(scope="session")
+def s3_server(cluster: Cluster) -> Iterator[S3Server]:
+    """The cluster's S3 server (SeaweedFS, from `.cluster/s3.env`); its credentials and
+    endpoint are in this process's environment for the session (operators started by
+    tests inherit them)."""
+    path = cluster.root / ".cluster" / "s3.env"
+    if not path.is_file():
+        pytest.fail(f"{path} is missing: hack/cluster/up.sh did not start the S3 server")
+    try:
+        server = S3Server.from_env_file(path)
+    except ValueError as err:
+        pytest.fail(str(err))
+    with pytest.MonkeyPatch.context() as patch:
+        for name, value in server.env.items():
+            patch.setenv(name, value)
+        # NB: boto3 must never look for credentials off this machine.
+        patch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+        yield server
+
+
+@pytest.fixture
+def s3_store(s3_server: S3Server, request: pytest.FixtureRequest) -> Iterator[S3Store]:
+    """An S3Store on the cluster's bucket below a prefix of this test's own; the
+    prefix's objects are deleted afterwards."""
+    prefix = "tests/" + _namespace_name(request.node.name)
+    yield s3_server.store(prefix)
+    s3_server.delete_prefix(prefix)
