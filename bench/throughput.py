@@ -438,22 +438,27 @@ class ArchiveStore:
         """key (below `sub`) -> size of every object below `sub`."""
         base = f"{self.prefix}/{sub}/"
         found: dict[str, int] = {}
-        for page in self.client.get_paginator("list_objects_v2").paginate(
-            Bucket=self.bucket, Prefix=base
-        ):
-            for item in page.get("Contents") or []:
-                found[item["Key"][len(base) :]] = int(item["Size"])
+        try:
+            for page in self.client.get_paginator("list_objects_v2").paginate(
+                Bucket=self.bucket, Prefix=base
+            ):
+                for item in page.get("Contents") or []:
+                    found[item["Key"][len(base) :]] = int(item["Size"])
+        except Exception as exc:  # NB: boto3's and botocore's errors share no base class
+            raise BenchError(f"listing {base} in the S3 store failed: {exc}") from None
         return found
 
     def delete(self, sub: str) -> None:
-        keys = list(self.objects(sub))
-        for i in range(0, len(keys), 1000):
-            self.client.delete_objects(
-                Bucket=self.bucket,
-                Delete={
-                    "Objects": [{"Key": f"{self.prefix}/{sub}/{k}"} for k in keys[i : i + 1000]]
-                },
-            )
+        """Delete every object below `sub` (BenchError if the store fails)."""
+        keys = [f"{self.prefix}/{sub}/{key}" for key in self.objects(sub)]
+        try:
+            for i in range(0, len(keys), 1000):
+                self.client.delete_objects(
+                    Bucket=self.bucket,
+                    Delete={"Objects": [{"Key": key} for key in keys[i : i + 1000]]},
+                )
+        except Exception as exc:  # NB: as above
+            raise BenchError(f"deleting below {self.prefix}/{sub}/ failed: {exc}") from None
 
 
 @dataclass
@@ -623,7 +628,10 @@ class Sandbox:
             kube.delete(f"/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/{self.binding}")
         kube.delete(f"{CLUSTER_LOGS_API}/{ns}")  # NB: 404 (none, or no CRD) is fine
         if self.store is not None:
-            self.store.delete(self.store_prefix)
+            try:
+                self.store.delete(self.store_prefix)
+            except BenchError as exc:  # NB: keep tearing down; the objects stay (said here)
+                log(f"teardown: {exc}")
         # NB: force-delete the pods at once rather than wait for kwok to confirm each one
         strip_finalizers(kube, ns)
         with contextlib.suppress(BenchError):  # NB: may outlast the client timeout; best effort

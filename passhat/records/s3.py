@@ -35,6 +35,8 @@ READ_TIMEOUT_S = 30.0
 # Attempts per request, the first included (botocore's "standard" retry mode: refused
 # connections, timeouts, 5xx and throttling are retried after a jittered 1 s, 2 s).
 MAX_ATTEMPTS = 3
+# Connections kept open to the server (threads beyond it open and drop one per call).
+POOL_CONNECTIONS = 32
 
 # NB: the codes S3 (and S3-compatible servers) give for "no such object".
 _MISSING = frozenset({"NoSuchKey", "404", "NotFound"})
@@ -87,6 +89,10 @@ class S3Store:
             read_timeout=read_timeout,
             retries={"mode": "standard", "total_max_attempts": max_attempts},
             s3={"addressing_style": "path"},
+            # NB: the operator archives from every release thread at once (16 by default);
+            # botocore's default pool of 10 dropped and reopened a connection per request
+            # beyond it (seen as "Connection pool is full" warnings under load).
+            max_pool_connections=POOL_CONNECTIONS,
             # NB: only the checksums S3 requires: newer botocore adds CRC headers by
             # default, which several S3-compatible servers refuse; put() sends Content-MD5.
             request_checksum_calculation="when_required",

@@ -244,6 +244,44 @@ def test_settle_returns_after_the_creates_and_hides_pods_being_released() -> Non
     kube.close()
 
 
+class SlowListKube(BlockedKube):
+    """BlockedKube whose LIST, once `list_started` is set, waits for `list_gate`."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.list_started = threading.Event()
+        self.list_gate = threading.Event()
+
+    def _request(self, verb: str, method: str, path: str, **kwargs: Any) -> tuple[int, Any]:
+        if verb == "list" and not self.list_gate.is_set():
+            self.list_started.set()
+            assert self.list_gate.wait(30)
+        return super()._request(verb, method, path, **kwargs)
+
+
+def test_a_keep_ending_during_a_list_leaves_its_pod_out_of_that_list() -> None:
+    """A LIST sent before a keep ended may answer from before it: its pod is left out
+    (else the pass would archive and release it a second time); a LIST sent after the
+    keep ended is trusted again."""
+    kube = SlowListKube()
+    pod_a = {"metadata": {"name": "a", "finalizers": [FINALIZER], "labels": {}}}
+    kube.settle("ns", keep=[pod_a], release=[], create=[])
+    assert kube.patching.wait(30)
+    listed: list[list[str]] = []
+    lister = threading.Thread(
+        target=lambda: listed.append([p["metadata"]["name"] for p in kube.list_pods("ns", "u")])
+    )
+    lister.start()
+    assert kube.list_started.wait(30)
+    kube.unblock.set()  # NB: the keep ends while the LIST is in flight
+    kube.drain()
+    kube.list_gate.set()
+    lister.join(30)
+    assert listed == [["b"]]
+    assert [p["metadata"]["name"] for p in kube.list_pods("ns", "u")] == ["a", "b"]
+    kube.close()
+
+
 def test_settle_returns_the_names_a_create_found_taken() -> None:
     """A create answered 409 is not an error, but its name is handed back to the loop."""
     kube = ScriptedKube([(201, {}), (409, {"reason": "AlreadyExists"})])
