@@ -14,7 +14,8 @@ from passhat import lazy_exports
 if TYPE_CHECKING:
     from passhat.api.errors import InputError, PasshatError, SpecError, UsageError
     from passhat.api.load import load_eval, parse_eval, parse_spec, resolve_tasks
-    from passhat.api.spec import ConsistencyEval, EvalSpec, Task, template_safety_problems
+    from passhat.api.podsecurity import template_safety_problems
+    from passhat.api.spec import ConsistencyEval, EvalSpec, Task
     from passhat.api.status import EvalStatus
 
 __all__ = [
@@ -48,6 +49,6 @@ __getattr__, __dir__ = lazy_exports(
         "parse_eval": "load",
         "parse_spec": "load",
         "resolve_tasks": "load",
-        "template_safety_problems": "spec",
+        "template_safety_problems": "podsecurity",
     },
 )

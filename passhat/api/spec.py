@@ -5,8 +5,8 @@ lives here once: field names (camelCase on the wire, snake_case in Python), defa
 every validation rule that does not need a cluster. The CRD in `crds/` is generated from
 these models (`python -m passhat.api.crd`). The pod template is kept as a free dict (it is
 a Kubernetes PodTemplateSpec) and checked by hand for what passhat relies on; its safety
-on a shared cluster is a separate question (`template_safety_problems`) that only the
-operator asks.
+on a shared cluster is a separate question (`passhat.api.podsecurity`) that only the
+operator enforces.
 
 Semantic errors are raised as `PydanticCustomError("passhat_spec", ...)` whose context
 carries the path of the offending field relative to the model; `spec_problems()` turns any
@@ -57,7 +57,6 @@ __all__ = [
     "format_path",
     "spec_problems",
     "template_problems",
-    "template_safety_problems",
 ]
 
 GROUP = "passhat.dev"
@@ -531,62 +530,6 @@ def _resource_problems(resources: Any, at: Path) -> list[tuple[Path, str]]:
                 )
             )
     return problems
-
-
-_HOST_NAMESPACES = ("hostNetwork", "hostPID", "hostIPC")
-
-
-def template_safety_problems(template: Mapping[str, Any]) -> list[str]:
-    """Why this pod template must not run on a shared cluster (empty when it may).
-
-    Refused: privileged containers, privilege escalation turned on, added capabilities,
-    host namespaces (network, PID, IPC), hostPath volumes and host ports. Each problem is
-    one line naming the field, e.g.
-    `spec.trial.template.spec.containers[0].securityContext.privileged: ...`.
-    The operator refuses such templates unless it runs with an explicit opt-in.
-    """
-    spec = template.get("spec")
-    if not isinstance(spec, Mapping):
-        return []
-    problems: list[str] = []
-    base = "spec.trial.template.spec"
-    for key in _HOST_NAMESPACES:
-        if spec.get(key) is True:
-            problems.append(f"{base}.{key}: host namespaces are not allowed")
-    for index, volume in enumerate(_objects(spec.get("volumes"))):
-        if "hostPath" in volume:
-            problems.append(f"{base}.volumes[{index}].hostPath: hostPath volumes are not allowed")
-    for kind in ("initContainers", "containers", "ephemeralContainers"):
-        for index, container in enumerate(_objects(spec.get(kind))):
-            at = f"{base}.{kind}[{index}]"
-            security = container.get("securityContext")
-            if isinstance(security, Mapping):
-                if security.get("privileged") is True:
-                    problems.append(f"{at}.securityContext.privileged: privileged is not allowed")
-                if security.get("allowPrivilegeEscalation") is True:
-                    problems.append(
-                        f"{at}.securityContext.allowPrivilegeEscalation: "
-                        "privilege escalation is not allowed"
-                    )
-                capabilities = security.get("capabilities")
-                if isinstance(capabilities, Mapping) and capabilities.get("add"):
-                    problems.append(
-                        f"{at}.securityContext.capabilities.add: added capabilities are not allowed"
-                    )
-                if security.get("procMount") not in (None, "Default"):
-                    problems.append(f"{at}.securityContext.procMount: must be Default")
-            for port_index, port in enumerate(_objects(container.get("ports"))):
-                if port.get("hostPort"):
-                    problems.append(
-                        f"{at}.ports[{port_index}].hostPort: host ports are not allowed"
-                    )
-    return problems
-
-
-def _objects(value: Any) -> list[Mapping[str, Any]]:
-    if not isinstance(value, list):
-        return []
-    return [item for item in value if isinstance(item, Mapping)]
 
 
 _PLAIN_KEY = re.compile(r"^[A-Za-z0-9_-]*$")

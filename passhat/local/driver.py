@@ -29,7 +29,8 @@ from passhat.api.load import (
     read_local_config_maps,
     resolve_tasks,
 )
-from passhat.api.spec import ConsistencyEval, Gate, template_safety_problems
+from passhat.api.podsecurity import template_safety_problems
+from passhat.api.spec import ConsistencyEval, Gate
 from passhat.local import cgroup
 from passhat.local.capacity import Capacity
 from passhat.local.executor import Executor
@@ -258,8 +259,8 @@ def _run_locked(
     ledger = _rebuild_ledger(plan, numbered, journal_path, records)
     for problem in template_safety_problems(evaluation.spec.trial.template):
         stderr.write(
-            f"passhat: warning: {eval_path}: {problem} (the operator refuses this without "
-            "--allow-privileged-trials; ignored locally)\n"
+            f"passhat: warning: {eval_path}: {problem} (the operator refuses this unless "
+            "the cluster admin grants the namespace privileged trials; ignored locally)\n"
         )
     try:
         journal = Journal(journal_path)

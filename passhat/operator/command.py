@@ -34,12 +34,24 @@ def _port(text: str) -> int:
 
 def _operator(args: argparse.Namespace) -> int:
     from passhat.operator.main import OperatorOptions, config_with, run_operator
+    from passhat.operator.policy import TrialPolicy
 
+    if args.allow_privileged_trials:
+        raise UsageError(
+            "--allow-privileged-trials was removed: it let every namespace's evals run "
+            "privileged pods; grant namespaces one by one with --allow-privileged-trials-in NS "
+            "(chart value operator.privilegedNamespaces)"
+        )
     run_operator(
         OperatorOptions(
             namespaces=tuple(dict.fromkeys(args.namespace)),
             metrics_port=args.metrics_port,
-            allow_privileged_trials=args.allow_privileged_trials,
+            trial_policy=TrialPolicy(
+                privileged_namespaces=frozenset(args.allow_privileged_trials_in),
+                priority_classes=frozenset(args.allow_priority_class),
+                runtime_classes=frozenset(args.allow_runtime_class),
+                tolerate_all=args.allow_tolerate_all,
+            ),
             instance=args.instance,
             kubeconfig=args.kubeconfig,
             verbose=args.verbose,
@@ -80,10 +92,37 @@ def add_operator_parser(subparsers: Subparsers) -> None:
         help="port of /metrics and /healthz (default 8080; 0 picks a free one)",
     )
     parser.add_argument(
+        "--allow-privileged-trials-in",
+        action="append",
+        default=[],
+        metavar="NS",
+        help="let trial templates of evals in namespace NS go beyond Pod Security "
+        '"restricted" (privileged, root, host namespaces, hostPath, ...; refused with a '
+        "ConfigError elsewhere); repeatable",
+    )
+    parser.add_argument(
+        "--allow-priority-class",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a PriorityClass trial templates may name (repeatable; default: none)",
+    )
+    parser.add_argument(
+        "--allow-runtime-class",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a RuntimeClass trial templates may name (repeatable; default: none)",
+    )
+    parser.add_argument(
+        "--allow-tolerate-all",
+        action="store_true",
+        help="let trial templates tolerate every taint (operator Exists without a key)",
+    )
+    parser.add_argument(
         "--allow-privileged-trials",
         action="store_true",
-        help="let trial templates ask for privileged containers, host namespaces, hostPath "
-        "or added capabilities (refused with a ConfigError otherwise)",
+        help="removed (it opened every namespace): use --allow-privileged-trials-in NS",
     )
     parser.add_argument("--instance", metavar="ID", help="a name for this operator in its logs")
     parser.add_argument("--kubeconfig", metavar="PATH", help="kubeconfig file to use")

@@ -7,7 +7,9 @@ short intervals. Defaults are what a production install wants.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+from passhat.operator.policy import TrialPolicy
 
 __all__ = ["OperatorConfig"]
 
@@ -16,8 +18,8 @@ __all__ = ["OperatorConfig"]
 class OperatorConfig:
     """Timings (seconds) and limits of the reconcile loop."""
 
-    # Refuse privileged / host-namespace / hostPath templates unless this is set.
-    allow_privileged_trials: bool = False
+    # What trial templates may ask for beyond Pod Security "restricted" (the admin's grants).
+    trial_policy: TrialPolicy = field(default_factory=TrialPolicy)
     # A pass runs at least this often even when no pod event arrives.
     resync_interval_s: float = 3.0
     # Passes of one eval are at least this far apart (wake-ups in between coalesce).

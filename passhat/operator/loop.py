@@ -46,7 +46,7 @@ from typing import Any
 from passhat.api import conditions as cond
 from passhat.api.errors import SpecError
 from passhat.api.load import parse_spec, resolve_tasks
-from passhat.api.spec import EvalSpec, Task, template_safety_problems
+from passhat.api.spec import EvalSpec, Task
 from passhat.operator import events
 from passhat.operator.archive import Archiver, RecordedAttempt, manifest_of
 from passhat.operator.config import OperatorConfig
@@ -244,13 +244,13 @@ class EvalLoop:
             spec = parse_spec(body.get("spec"))
         except SpecError as err:
             raise _ConfigProblem(str(err), reason=cond.REASON_INVALID_SPEC, terminal=True) from None
-        if not self.config.allow_privileged_trials:
-            problems = template_safety_problems(spec.trial.template)
-            if problems:
-                message = "; ".join(problems) + (
-                    " (the operator runs without --allow-privileged-trials)"
-                )
-                raise _ConfigProblem(message, reason=cond.REASON_UNSAFE_TEMPLATE, terminal=True)
+        problems = self.config.trial_policy.problems(
+            spec.trial.template, namespace=self.ref.namespace
+        )
+        if problems:
+            raise _ConfigProblem(
+                "; ".join(problems), reason=cond.REASON_UNSAFE_TEMPLATE, terminal=True
+            )
         config_maps: dict[str, dict[str, str]] = {}
         for source in spec.tasks_from or []:
             config_map = self.api.get_config_map(self.ref.namespace, source.config_map)
@@ -798,10 +798,14 @@ class EvalLoop:
 
 
 def _refused_for_good(err: ApiError) -> bool:
-    """Whether a pod create failed in a way no retry can fix (invalid pod, PodSecurity)."""
+    """Whether a pod create failed in a way no retry can fix: a body the API server cannot
+    decode (400: a field of the wrong type the CRD and the model let through, e.g.
+    `hostNetwork: "true"`), one too large (413), an invalid pod (422), PodSecurity (403)."""
     if err.verb != "create":
         return False
-    return err.status == 422 or (err.status == 403 and "violates PodSecurity" in str(err))
+    if err.status in (400, 413, 422):
+        return True
+    return err.status == 403 and "violates PodSecurity" in str(err)
 
 
 def _fold(

@@ -24,6 +24,7 @@ import kopf
 from passhat.api.errors import UsageError
 from passhat.operator.config import OperatorConfig
 from passhat.operator.live import client_config
+from passhat.operator.policy import TrialPolicy
 from passhat.operator.records_api import RecordsApiServer, open_records_api
 from passhat.operator.server import DEFAULT_METRICS_PORT, OperatorServer
 from passhat.records import RecordStore, open_store
@@ -60,7 +61,8 @@ class OperatorOptions:
     namespaces: Sequence[str] = ()
     metrics_port: int = DEFAULT_METRICS_PORT
     metrics_host: str = "0.0.0.0"
-    allow_privileged_trials: bool = False
+    # The cluster admin's grants to trial templates (privileged namespaces, classes, ...).
+    trial_policy: TrialPolicy = field(default_factory=TrialPolicy)
     instance: str | None = None
     kubeconfig: str | None = None
     verbose: bool = False
@@ -83,7 +85,12 @@ def config_with(settings: Sequence[str], base: OperatorConfig | None = None) -> 
     Raises UsageError naming the setting for an unknown name or a value of the wrong type.
     """
     config = base if base is not None else OperatorConfig()
-    fields = {f.name: f for f in dataclasses.fields(OperatorConfig)}
+    # NB: the trial policy is set by its own flags (--allow-privileged-trials-in, ...)
+    fields = {
+        f.name: f
+        for f in dataclasses.fields(OperatorConfig)
+        if isinstance(getattr(config, f.name), bool | int | float | str)
+    }
     changes: dict[str, object] = {}
     for setting in settings:
         name, sep, text = setting.partition("=")
@@ -151,9 +158,7 @@ def run_operator(options: OperatorOptions) -> None:
     """
     if not 0 <= options.metrics_port <= 65535:
         raise UsageError(f"--metrics-port {options.metrics_port}: must be 0..65535")
-    config = dataclasses.replace(
-        options.config, allow_privileged_trials=options.allow_privileged_trials
-    )
+    config = dataclasses.replace(options.config, trial_policy=options.trial_policy)
     if options.kubeconfig is not None:
         # NB: kopf logs in through the kubernetes client, which reads $KUBECONFIG.
         os.environ["KUBECONFIG"] = options.kubeconfig
@@ -181,10 +186,26 @@ def run_operator(options: OperatorOptions) -> None:
         f" {options.instance}" if options.instance else "",
         scope,
         server.port,
-        "; privileged trial templates allowed" if config.allow_privileged_trials else "",
+        _grants(config.trial_policy),
     )
     with server, records_api or contextlib.nullcontext():
         asyncio.run(_serve(options, server))
+
+
+def _grants(policy: TrialPolicy) -> str:
+    """The cluster admin's grants to trial templates, for the start-up log line."""
+    parts = [
+        f"{what}: {', '.join(sorted(names))}"
+        for what, names in (
+            ("privileged trials in", policy.privileged_namespaces),
+            ("priority classes", policy.priority_classes),
+            ("runtime classes", policy.runtime_classes),
+        )
+        if names
+    ]
+    if policy.tolerate_all:
+        parts.append("tolerations of every taint")
+    return "; allowed " + "; ".join(parts) if parts else ""
 
 
 async def _serve(options: OperatorOptions, server: OperatorServer) -> None:

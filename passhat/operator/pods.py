@@ -155,13 +155,21 @@ def build_pod(*, eval_ref: EvalRef, spec: EvalSpec, task: Task, key: PodKey) -> 
         {"name": "PASSHAT_ATTEMPT", "value": str(key.attempt)},
     ]
     for kind in ("initContainers", "containers"):
-        for container in pod_spec.get(kind) or []:
+        containers = pod_spec.get(kind)
+        for container in containers if isinstance(containers, list) else []:
+            if not isinstance(container, dict):
+                continue  # NB: the API server refuses the pod (400): a ConfigError
             _restrict_container(container)
             container.setdefault("terminationMessagePath", RESULT_PATH)
             container.setdefault("terminationMessagePolicy", "File")
             ours = [*env, {"name": "PASSHAT_RESULT", "value": container["terminationMessagePath"]}]
             names = {item["name"] for item in ours}
-            kept = [item for item in container.get("env") or [] if item.get("name") not in names]
+            given = container.get("env") or []
+            kept = [
+                item
+                for item in (given if isinstance(given, list) else [])
+                if not isinstance(item, dict) or item.get("name") not in names
+            ]
             container["env"] = kept + ours
 
     return {
@@ -188,15 +196,32 @@ def build_pod(*, eval_ref: EvalRef, spec: EvalSpec, task: Task, key: PodKey) -> 
     }
 
 
+def _object(parent: dict[str, Any], key: str) -> dict[str, Any] | None:
+    """`parent[key]`, created empty when unset or null; None when it is not an object
+    (the API server refuses such a pod: a ConfigError, never a crash here)."""
+    if parent.get(key) is None:
+        parent[key] = {}
+    value = parent[key]
+    return value if isinstance(value, dict) else None
+
+
 def _restrict_pod(pod_spec: dict[str, Any]) -> None:
     """Pod-level restricted defaults where the template is silent."""
-    security = pod_spec.setdefault("securityContext", {})
-    containers = [*(pod_spec.get("initContainers") or []), *(pod_spec.get("containers") or [])]
+    security = _object(pod_spec, "securityContext")
+    if security is None:
+        return
+    containers = [
+        c
+        for kind in ("initContainers", "containers")
+        for c in pod_spec.get(kind) or []
+        if isinstance(c, dict)
+    ]
     as_root = security.get("runAsUser") == 0 or any(
-        (c.get("securityContext") or {}).get("runAsUser") == 0 for c in containers
+        isinstance(c.get("securityContext"), dict) and c["securityContext"].get("runAsUser") == 0
+        for c in containers
     )
     if not as_root:
-        # NB: a template that asks for uid 0 (allowed only with the privileged opt-in)
+        # NB: a template that asks for uid 0 (allowed only in a privileged namespace)
         # would not start under runAsNonRoot.
         security.setdefault("runAsNonRoot", True)
     # NB: with runAsNonRoot an image whose user is root (or unnamed) would not start;
@@ -207,11 +232,17 @@ def _restrict_pod(pod_spec: dict[str, Any]) -> None:
 
 def _restrict_container(container: dict[str, Any]) -> None:
     """Container-level restricted defaults where the template is silent."""
-    security = container.setdefault("securityContext", {})
+    security = _object(container, "securityContext")
+    if security is None:
+        return
     if not security.get("privileged"):
         # NB: the API server refuses privileged with allowPrivilegeEscalation false.
         security.setdefault("allowPrivilegeEscalation", False)
-    capabilities = security.setdefault("capabilities", {})
-    drop = capabilities.setdefault("drop", [])
-    if "ALL" not in drop:
+    capabilities = _object(security, "capabilities")
+    if capabilities is None:
+        return
+    if capabilities.get("drop") is None:
+        capabilities["drop"] = []
+    drop = capabilities["drop"]
+    if isinstance(drop, list) and "ALL" not in drop:
         drop.append("ALL")

@@ -8,7 +8,10 @@ from typing import Any
 
 from tests.local.local_helpers import eval_doc
 
-NOTE = "(the operator refuses this without --allow-privileged-trials; ignored locally)"
+NOTE = (
+    "(the operator refuses this unless the cluster admin grants the namespace privileged "
+    "trials; ignored locally)"
+)
 
 
 def test_privileged_template_warns_even_with_quiet(run_eval: Callable[..., Any]) -> None:

@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import copy
 import itertools
+import json
 import random
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from passhat.operator.kube import Conflict
+from passhat.operator.kube import ApiError, Conflict
 from passhat.operator.pods import FINALIZER, LABEL_EVAL_UID, LABEL_RECORDED, pod_key
 
 
@@ -37,6 +38,39 @@ def merge_patch(target: dict[str, Any], patch: Mapping[str, Any]) -> dict[str, A
         else:
             target[key] = copy.deepcopy(value)
     return target
+
+
+# What the API server decodes strictly (a wrong JSON type is a 400, never coerced), in part.
+_POD_SPEC_TYPES: dict[str, type] = {
+    "hostNetwork": bool,
+    "hostPID": bool,
+    "hostIPC": bool,
+    "automountServiceAccountToken": bool,
+    "terminationGracePeriodSeconds": int,
+    "activeDeadlineSeconds": int,
+}
+# The API server's limit on a request body (3 MiB): a larger pod is a 413.
+MAX_REQUEST_BYTES = 3 * 1024 * 1024
+
+
+def decode_refusal(pod: Mapping[str, Any]) -> ApiError | None:
+    """The error the API server answers a create of `pod` with before validating it: 413
+    for a body over 3 MiB, 400 for a field of the wrong JSON type (a subset of them)."""
+    if len(json.dumps(pod)) > MAX_REQUEST_BYTES:
+        return ApiError("create", 413, "Request entity too large: limit is 3145728")
+    for field, kind in _POD_SPEC_TYPES.items():
+        value = pod["spec"].get(field)
+        if value is not None and (
+            not isinstance(value, kind) or isinstance(value, bool) != (kind is bool)
+        ):
+            return ApiError(
+                "create",
+                400,
+                f'Pod in version "v1" cannot be handled as a Pod: json: cannot unmarshal '
+                f"{type(value).__name__} into Go struct field PodSpec.spec.{field} of type "
+                f"{'bool' if kind is bool else 'int64'}",
+            )
+    return None
 
 
 class FakeApi:
@@ -186,6 +220,9 @@ class FakeApi:
     def create_pods(self, namespace: str, pods: Sequence[Mapping[str, Any]]) -> None:
         for pod in pods:
             kill_after = self._call()
+            refusal = decode_refusal(pod)
+            if refusal is not None:
+                raise refusal
             name = pod["metadata"]["name"]
             if name not in self.pods:
                 stored = copy.deepcopy(dict(pod))

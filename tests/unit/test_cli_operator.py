@@ -12,6 +12,7 @@ import pytest
 from passhat import cli
 from passhat.operator import live, main
 from passhat.operator.config import OperatorConfig
+from passhat.operator.policy import TrialPolicy
 from passhat.trials.ledger import SlotLedger
 from passhat.trials.outcomes import Outcome, Verdict
 
@@ -51,7 +52,15 @@ def test_operator_options_reach_run_operator(
         "a",
         "--metrics-port",
         "9100",
-        "--allow-privileged-trials",
+        "--allow-privileged-trials-in",
+        "lab",
+        "--allow-privileged-trials-in",
+        "gpu-lab",
+        "--allow-priority-class",
+        "batch-low",
+        "--allow-runtime-class",
+        "gvisor",
+        "--allow-tolerate-all",
         "--instance",
         "blue",
         "--set",
@@ -63,7 +72,12 @@ def test_operator_options_reach_run_operator(
     (options,) = seen
     assert options.namespaces == ("a", "b")
     assert options.metrics_port == 9100 and options.instance == "blue"
-    assert options.allow_privileged_trials
+    assert options.trial_policy == TrialPolicy(
+        privileged_namespaces=frozenset({"lab", "gpu-lab"}),
+        priority_classes=frozenset({"batch-low"}),
+        runtime_classes=frozenset({"gvisor"}),
+        tolerate_all=True,
+    )
     assert options.config.resync_interval_s == 1.5 and options.config.max_listed_tasks == 7
 
 
@@ -76,7 +90,7 @@ def test_operator_defaults_serve_every_namespace(
     assert run(capsys, "operator")[0] == 0
     (options,) = seen
     assert options.namespaces == () and options.metrics_port == 8080
-    assert not options.allow_privileged_trials and options.config == OperatorConfig()
+    assert options.trial_policy == TrialPolicy() and options.config == OperatorConfig()
 
 
 @pytest.mark.parametrize(
@@ -85,7 +99,11 @@ def test_operator_defaults_serve_every_namespace(
         (["operator", "--metrics-port", "70000"], ["--metrics-port"]),
         (["operator", "--set", "nonsense=1"], ["--set nonsense=1"]),
         (["operator", "--set", "write_threads=many"], ["write_threads=many"]),
-        (["operator", "--set", "allow_privileged_trials=perhaps"], ["perhaps"]),
+        (["operator", "--set", "trial_policy=open"], ["--set trial_policy=open"]),
+        (
+            ["operator", "--allow-privileged-trials"],
+            ["removed", "--allow-privileged-trials-in NS", "operator.privilegedNamespaces"],
+        ),
         (["report", "x", "--level", "2"], ["--level"]),
     ],
 )
