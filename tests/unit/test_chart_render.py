@@ -72,6 +72,8 @@ def test_default_install_is_cluster_wide() -> None:
         "PersistentVolumeClaim",
         "Service",
         "ServiceAccount",
+        "ValidatingAdmissionPolicy",
+        "ValidatingAdmissionPolicyBinding",
     ]
     args = operator_container(objects)["args"]
     assert args[0] == "operator"
