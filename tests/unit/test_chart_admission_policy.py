@@ -140,3 +140,11 @@ def test_schema_refuses_bad_grants(value: str, field: str) -> None:
     assert proc.returncode != 0
     assert "values don't meet the specifications of the schema" in proc.stderr
     assert field in proc.stderr
+
+
+def test_on_when_the_value_is_missing() -> None:
+    """A release upgraded with --reuse-values from a chart without the key (Helm then keeps
+    the old chart's defaults) still gets the policy, and no grant."""
+    objects = render("admissionPolicy=null", "operator.privilegedNamespaces=null")
+    assert by_kind(objects, "ValidatingAdmissionPolicy")
+    assert not [a for a in operator_container(objects)["args"] if a.startswith("--allow")]
