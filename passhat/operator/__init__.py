@@ -1,6 +1,7 @@
 """passhat.operator: runs ConsistencyEvals on Kubernetes, one pod per trial attempt.
 
-The pieces, bottom up: `pods` (the pure pod builder), `status` (status from the ledger),
+The pieces, bottom up: `policy` (what a trial template may ask for: the cluster admin's
+grants), `pods` (the pure pod builder), `status` (status from the ledger),
 `kube` (raw-JSON API access), `loop` (one exactly-once reconcile pass of one eval),
 `handlers` (the kopf wiring: a daemon per eval, pod events that wake it). Importing this
 package does not register kopf handlers; `passhat operator` imports `handlers` itself.
