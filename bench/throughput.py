@@ -367,6 +367,41 @@ class OperatorProcess:
         return "\n".join(text[-lines:])
 
 
+# ------------------------------------------------------------------------ CPU by process
+
+# The cluster's processes whose CPU a side's window is split into (by /proc comm: 15 chars).
+CPU_PROCESSES = ("kube-apiserver", "etcd", "kwok", "weed", "kube-controller", "kube-scheduler")
+
+
+def cpu_snapshot(operator: OperatorProcess | None = None) -> dict[str, float]:
+    """CPU seconds so far of the cluster's processes, the operator, and the machine (busy:
+    all but idle and iowait in /proc/stat), to subtract two snapshots."""
+    tck = os.sysconf("SC_CLK_TCK")
+    out: dict[str, float] = dict.fromkeys(CPU_PROCESSES, 0.0)
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError, IndexError, ValueError):
+            head, _, rest = stat.read_text().rpartition(")")
+            name = head.split("(", 1)[1]
+            if name in out:
+                fields = rest.split()
+                out[name] += (int(fields[11]) + int(fields[12])) / tck
+    if operator is not None and operator.alive():
+        out["operator"] = operator.cpu_seconds()
+    cpu = [float(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:8]]
+    out["machine_busy"] = (sum(cpu) - cpu[3] - cpu[4]) / tck
+    return out
+
+
+def cpu_delta(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
+    """CPU seconds spent between two snapshots, by process; `other` is the machine's busy
+    time not spent by the listed processes (other work, the benchmark itself)."""
+    delta = {k: round(after.get(k, 0.0) - v, 2) for k, v in before.items()}
+    delta["other"] = round(
+        delta["machine_busy"] - sum(v for k, v in delta.items() if k != "machine_busy"), 2
+    )
+    return delta
+
+
 # ------------------------------------------------------------------- the record store
 
 
@@ -810,6 +845,7 @@ def run_job(
     }
     path = f"/apis/batch/v1/namespaces/{ns}/jobs/bench"
     window = AuditWindow(audit, user=JOB_CONTROLLER_USER, namespace=ns)
+    cpu_before = cpu_snapshot()
     start = time.monotonic()
     kube.create(f"/apis/batch/v1/namespaces/{ns}/jobs", body)
 
@@ -822,12 +858,13 @@ def run_job(
     end = wait_for(
         "the Job to complete", done, timeout=timeout_for(trials, parallelism, duration_s)
     )
+    cpu = cpu_delta(cpu_before, cpu_snapshot())
     job = kube.get(path) or {}
     succeeded = int((job.get("status") or {}).get("succeeded") or 0)
     if succeeded != trials:
         raise BenchError(f"the Job completed with {succeeded} of {trials} succeeded")
     writes = window.wait_quiet()
-    return SideResult(end - start, writes, trials, extra={"succeeded": succeeded})
+    return SideResult(end - start, writes, trials, extra={"succeeded": succeeded, "cpu": cpu})
 
 
 def run_operator(
@@ -859,6 +896,7 @@ def run_operator(
     AuditWindow(audit, user=user, namespace=ns).wait_quiet(quiet_s=2)
 
     window, cpu0 = AuditWindow(audit, user=user, namespace=ns), operator.cpu_seconds()
+    cpu_before = cpu_snapshot(operator)
     start = time.monotonic()
     kube.create(
         evals,
@@ -873,6 +911,7 @@ def run_operator(
     end = wait_eval(
         kube, operator, f"{evals}/bench", timeout=timeout_for(trials, parallelism, duration_s)
     )
+    cpu = cpu_delta(cpu_before, cpu_snapshot(operator))
     status = (kube.get(f"{evals}/bench") or {}).get("status") or {}
     done = int((status.get("progress") or {}).get("done") or 0)
     if done != trials:
@@ -885,7 +924,11 @@ def run_operator(
         interval=1,
     )
     writes = window.wait_quiet()
-    extra: dict[str, Any] = {"status_bytes": json_size(status), "summary": status.get("summary")}
+    extra: dict[str, Any] = {
+        "status_bytes": json_size(status),
+        "summary": status.get("summary"),
+        "cpu": cpu,
+    }
     if box.store is not None:
         attempts = len(
             list_items(kube, f"/api/v1/namespaces/{ns}/pods", labelSelector=f"{LABEL_EVAL}=bench")
@@ -1223,6 +1266,7 @@ def one_run(
     op, job = sides["operator"], sides["job"]
     out: dict[str, Any] = {
         "order": order,
+        "cpu_by_side": {side: result.extra.get("cpu") for side, result in sides.items()},
         "operator_seconds": op.seconds,
         "job_seconds": job.seconds,
         "operator_api_writes_per_trial": op.writes_per_trial,
@@ -1341,6 +1385,7 @@ def measure(kube: Kube, args: argparse.Namespace, workdir: Path) -> dict[str, An
         ]
         result["store_prefixes"] = [p for r in runs for p in r["store_prefixes"]]
         result["records_archived"] = [r["records_archived"] for r in runs]
+        result["cpu_by_side_runs"] = [r["cpu_by_side"] for r in runs]
         result["archive_attempts"] = [r["archive_attempts"] for r in runs]
         result["transcripts_archived"] = [r["transcripts_archived"] for r in runs]
         result["transcript_bytes_min"] = min(r["transcript_bytes_min"] for r in runs)
