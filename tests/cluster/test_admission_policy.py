@@ -4,9 +4,10 @@ create pods in its namespace (ValidatingAdmissionPolicy, docs/security.md).
 Users are impersonated (`kubectl --as`): one may create ConsistencyEvals only, one may also
 create pods. The policy is the chart's, rendered by helm and applied as it is; its binding
 is the chart's too, narrowed to this test's namespace (a `namespaceSelector`), so that evals
-other tests create on the shared cluster at the same time are not judged by it. The plain
-manifest for installs without Helm equals the chart's (tests/unit/test_chart_admission_policy.py)
-and is checked here to be accepted by the API server.
+other tests create on the shared cluster at the same time are not judged by it. The last
+test installs the whole chart with Helm and drives its operator as those users. The plain
+manifest for installs without Helm equals the chart's (test_chart_admission_policy.py) and
+is checked here to be accepted by the API server.
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.cluster.operator_helpers import eval_manifest, install_crd
+from tests.cluster.helm_helpers import ensure_image, installed_release
+from tests.cluster.operator_helpers import condition, eval_manifest, get_eval, install_crd
 from tests.unit.chart_helpers import CHART, REPO, helm
 
 PLAIN = REPO / "deploy" / "admission-policy.yaml"
@@ -140,3 +142,53 @@ def test_plain_manifest_is_accepted_by_the_api_server(kubectl: Callable[..., str
     out = kubectl("apply", "--dry-run=server", "-f", str(PLAIN))
     assert "validatingadmissionpolicy.admissionregistration.k8s.io/eval-author-pod-rights" in out
     assert "validatingadmissionpolicybinding" in out
+
+
+def test_helm_installed_operator_serves_only_what_the_author_may(
+    cluster: Any, kubectl: Callable[..., str], api_client: Any
+) -> None:
+    """With the chart installed by Helm (its policy and binding as shipped): the user without
+    pod rights is refused at admission; the one with them gets a kwok eval run to Complete by
+    the operator pod, and a root template of theirs stopped with a ConfigError naming the
+    field and no pod (the restricted check in the operator image)."""
+    ensure_image(cluster.env())
+    sets = ("records.store=none", "recordsApi.enabled=false")
+    with installed_release(cluster.env(), kubectl, *sets) as release:
+        namespace = release.evals_namespace
+        name = f"{release.namespace}.{release.fullname}.eval-author-pod-rights.passhat.dev"
+        assert kubectl("get", "validatingadmissionpolicybinding", name, "-o", "name").strip()
+        grant(kubectl, namespace, EVAL_ONLY, pods=False)
+        grant(kubectl, namespace, EVAL_AND_PODS, pods=True)
+        create = ["create", "-n", namespace]
+        plain = eval_manifest("plain", tasks=1, trials=2, parallelism=2, ks=[1, 2], scripted=False)
+        deadline = time.monotonic() + 60
+        while as_user(cluster, EVAL_ONLY, *create, "--dry-run=server", manifest=plain)[0] == 0:
+            assert time.monotonic() < deadline, "the chart's policy was never enforced"
+            time.sleep(1.0)
+        code, error = as_user(cluster, EVAL_ONLY, *create, manifest=plain)
+        assert code != 0 and f"user {EVAL_ONLY} may not create a ConsistencyEval" in error, error
+
+        root = eval_manifest("root", tasks=1, trials=1, parallelism=1, ks=[1], scripted=False)
+        agent = root["spec"]["trial"]["template"]["spec"]["containers"][0]
+        agent["securityContext"] = {"runAsUser": 0}
+        for manifest in (plain, root):
+            code, error = as_user(cluster, EVAL_AND_PODS, *create, manifest=manifest)
+            assert code == 0, error
+        deadline = time.monotonic() + 300
+        while True:
+            done = get_eval(api_client, namespace, "plain")
+            stopped = get_eval(api_client, namespace, "root")
+            if (
+                condition(done, "Complete") == "True"
+                and condition(stopped, "ConfigError") == "True"
+            ):
+                break
+            assert time.monotonic() < deadline, f"plain: {done}\nroot: {stopped}"
+            time.sleep(2.0)
+        assert done is not None and done["status"]["progress"]["done"] == 2
+        assert stopped is not None
+        assert stopped["status"]["message"].startswith(
+            "spec.trial.template.spec.containers[0].securityContext.runAsUser: 0 is root"
+        )
+        pods = kubectl("get", "pods", "-n", namespace, "-l", "passhat.dev/eval=root", "-o", "name")
+        assert pods.strip() == ""
