@@ -90,7 +90,8 @@ class PassState(Enum):
 
     # More work may come: wait for a wake-up or the resync interval.
     CONTINUE = "continue"
-    # The status changed under us (409): run the pass again now.
+    # The status changed under us (409), or the API server refused a pod for good (the
+    # next pass writes the ConfigError): run the pass again now.
     CONFLICT = "conflict"
     # Finished for good (complete, failed, deleted, or gone): the daemon may stop.
     DONE = "done"
@@ -460,8 +461,10 @@ class EvalLoop:
                 )
             except ApiError as err:
                 if _refused_for_good(err):
-                    # NB: the next pass stops the eval with a ConfigError naming the cause.
+                    # NB: the next pass, right away, stops the eval with a ConfigError
+                    # naming the cause.
                     self._pod_refused = str(err)
+                    return PassResult(PassState.CONFLICT, recorded, 0, let_go, status)
                 elif _refused_for_now(err):
                     # NB: quota, LimitRange, a missing service account: retried every
                     # resync, reported once per distinct message (a Job's FailedCreate).

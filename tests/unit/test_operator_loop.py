@@ -375,7 +375,7 @@ def test_pod_refused_by_the_api_server_is_a_config_error() -> None:
         raise ApiError("create", 422, 'Pod "x" is invalid: spec.containers[0].image: Required')
 
     harness.api.settle = refuse  # type: ignore[method-assign]
-    assert harness.loop.run_pass().state is PassState.CONTINUE
+    assert harness.loop.run_pass().state is PassState.CONFLICT  # NB: the next pass, now
     assert harness.loop.run_pass().state is PassState.DONE
     status = harness.status
     assert status["phase"] == "Failed"

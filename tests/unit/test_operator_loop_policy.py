@@ -88,12 +88,12 @@ def test_scheduling_grants_name_their_chart_value() -> None:
 def test_type_confusion_is_a_config_error_with_the_servers_message() -> None:
     """`hostNetwork: "true"` gets past the CRD, the model and the restricted check (it is not
     true); the API server cannot decode the pod (400). The pass that met the 400 creates
-    nothing and the next one stops the eval with the server's words (it raised before,
-    and was retried forever with no event)."""
+    nothing and asks for the next pass right away, which stops the eval with the server's
+    words (it raised before, and was retried forever with no event)."""
     harness = harness_for({"containers": [AGENT], "hostNetwork": "true"})
     events: list[Any] = []
     harness.loop._post_event = lambda body, event: events.append(event)
-    assert harness.loop.run_pass().state is PassState.CONTINUE
+    assert harness.loop.run_pass().state is PassState.CONFLICT  # NB: run again right away
     assert harness.loop.run_pass().state is PassState.DONE
     message = config_error(harness)
     assert "the API server refused the trial pod: create: HTTP 400" in message
