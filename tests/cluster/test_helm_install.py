@@ -51,6 +51,11 @@ def operator_pods(kubectl: Callable[..., str], release: Release) -> list[dict[st
     return [p for p in pods if not p["metadata"].get("deletionTimestamp")]
 
 
+def operator_log(kubectl: Callable[..., str], release: Release) -> str:
+    """The operator's log (for failure messages)."""
+    return kubectl("logs", "-n", release.namespace, f"deploy/{release.fullname}", check=False)
+
+
 def is_ready(pod: dict[str, Any]) -> bool:
     """Whether a pod reports the Ready condition."""
     conditions = pod.get("status", {}).get("conditions") or []
@@ -82,10 +87,10 @@ def test_eval_in_another_namespace_completes_exactly(
 
 
 def passhat(cluster: Any, *args: str) -> str:
-    """`passhat ARGS` as a user would type it, with the cluster's admin kubeconfig."""
+    """`passhat ARGS` as a user would type it ($KUBECONFIG: the cluster's admin one)."""
     env = cluster.env()
     result = subprocess.run(
-        [sys.executable, "-m", "passhat", *args, "--kubeconfig", env["KUBECONFIG"]],
+        [sys.executable, "-m", "passhat", *args],
         capture_output=True,
         text=True,
         env=env,
@@ -109,14 +114,16 @@ def test_every_attempt_of_the_example_is_on_the_record(
     rows_file = tmp_path / "trials.jsonl"
     passhat(cluster, "trials", EVAL, "-n", ns, "--out", str(rows_file))
     rows = [json.loads(line) for line in rows_file.read_text().splitlines()]
-    assert len(rows) == 20
+    got = sorted((r["task_id"], r["trial"], r["attempt"]) for r in rows)
+    assert len(rows) == 20, (got, operator_log(kubectl, release))
     infra = [r for r in rows if r["outcome"] == "infra_error"]
     assert [(r["task_id"], r["attempt"], r["final"], r["exit_code"]) for r in infra] == [
         ("change-address", 0, False, 75)
     ] * 4
     assert all(r["reason"] == "reported" for r in infra)
     assert all(r["pod"] and r["node"] == "passhat-node" and r["finished_at"] for r in rows)
-    scored = json.loads(passhat(cluster, "score", str(rows_file), "--format", "json"))
+    ks = ("--k", "1", "--k", "2", "--k", "4")  # the example's spec.ks
+    scored = json.loads(passhat(cluster, "score", str(rows_file), *ks, "--format", "json"))
     reported = json.loads(passhat(cluster, "report", EVAL, "-n", ns, "--format", "json"))
     assert scored == reported
     kubectl("delete", "pods", "-n", ns, "-l", "passhat.dev/eval=" + EVAL, "--wait=true")
