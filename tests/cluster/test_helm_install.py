@@ -23,7 +23,6 @@ from tests.cluster.helm_helpers import (
     ensure_image,
     example_eval,
     get_eval,
-    helm_args,
     installed_release,
     run,
     wait_complete,
@@ -198,7 +197,10 @@ def test_upgrade_rolls_the_operator_and_keeps_status(
     run(
         [
             "helm", "upgrade", release.name, str(CHART), "-n", release.namespace,
-            *helm_args(release, "podAnnotations.passhat\\.dev/upgraded=yes"),
+            # NB: --reuse-values, as a user upgrades: the install's values (its record
+            # store among them) stay; without them the store would fall back to the
+            # chart's PVC default, which this cluster has no provisioner for.
+            "--reuse-values", "--set", "podAnnotations.passhat\\.dev/upgraded=yes",
             "--wait", "--timeout", "600s",
         ],
         cluster.env(),
