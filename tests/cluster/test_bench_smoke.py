@@ -76,3 +76,26 @@ def test_throughput_archive_smoke_archives_every_attempt(cluster: Any, s3_server
     for prefix in result["store_prefixes"]:
         left = s3_server.client().list_objects_v2(Bucket=s3_server.bucket, Prefix=prefix)
         assert not left.get("Contents"), f"the benchmark left objects below {prefix}"
+
+
+def test_s3_put_smoke_times_both_clients(cluster: Any, s3_server: Any) -> None:
+    """`bench/s3_put.py --smoke` PUTs through boto3 and passhat's client against the
+    cluster's S3 server, reports CPU and RSS for both, and deletes what it wrote."""
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "bench" / "s3_put.py"), "--smoke"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, f"stdout:\n{proc.stdout[-3000:]}\nstderr:\n{proc.stderr[-5000:]}"
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert set(result["clients"]) == {"boto3", "passhat"}
+    for figures in result["clients"].values():
+        assert figures["cpu_ms_per_attempt"] > 0 and figures["end_rss_mib"] > 0
+    # 2 objects per attempt: the first, 1 warm-up and 5 timed, per client
+    assert result["objects_deleted"] == 2 * 2 * 7
+    left = s3_server.client().list_objects_v2(
+        Bucket=s3_server.bucket, Prefix="passhat-bench/s3put-"
+    )
+    assert not left.get("Contents"), "the benchmark left objects behind"
