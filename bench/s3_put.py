@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # NB: this tree's passhat, in this process as in the children
 ENV_FILE = ROOT / ".cluster" / "s3.env"
 ENV_NAMES = (
     "PASSHAT_S3_ENDPOINT",
@@ -200,8 +201,9 @@ def _machine() -> dict[str, Any]:
 
 
 def _delete_prefix(env: dict[str, str], prefix: str) -> int:
-    sys.path.insert(0, str(ROOT))  # NB: this tree's passhat, as in the children
     from passhat.records.s3 import S3Store
+
+    os.environ.update(env)
 
     store = S3Store(
         bucket=env["PASSHAT_S3_BUCKET"],
