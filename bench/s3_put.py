@@ -136,7 +136,7 @@ def child(args: argparse.Namespace) -> None:
     for i in range(1, args.warmup + 1):
         attempt(i)
     first = args.warmup + 1
-    cpu0, wall0 = time.process_time(), time.perf_counter()
+    cpu0, wall0, times0 = time.process_time(), time.perf_counter(), os.times()
     numbers = range(first, first + args.attempts)
     if args.threads == 1:
         for i in numbers:
@@ -144,7 +144,7 @@ def child(args: argparse.Namespace) -> None:
     else:
         with ThreadPoolExecutor(args.threads) as pool:
             list(pool.map(attempt, numbers))
-    cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
+    cpu, wall, times = time.process_time() - cpu0, time.perf_counter() - wall0, os.times()
     mark("all attempts")
     stages = {}
     for (_, cpu_before, _), (stage, cpu_after, rss) in itertools.pairwise(_MARKS):
@@ -157,6 +157,11 @@ def child(args: argparse.Namespace) -> None:
                 "stages": stages,
                 "attempts": args.attempts,
                 "cpu_ms_per_attempt": round(cpu / args.attempts * 1000, 3),
+                # NB: user = Python and hashing; system = the kernel sending and receiving
+                "user_ms_per_attempt": round((times.user - times0.user) / args.attempts * 1000, 3),
+                "system_ms_per_attempt": round(
+                    (times.system - times0.system) / args.attempts * 1000, 3
+                ),
                 "wall_ms_per_attempt": round(wall / args.attempts * 1000, 3),
             }
         )
@@ -271,6 +276,8 @@ def main() -> None:
                 runs[name].append(run)
                 print(
                     f"repeat {repeat} {name:8s} cpu/attempt {run['cpu_ms_per_attempt']:7.3f} ms"
+                    f" (user {run['user_ms_per_attempt']:6.3f}, system"
+                    f" {run['system_ms_per_attempt']:6.3f})"
                     f"  wall/attempt {run['wall_ms_per_attempt']:7.3f} ms"
                     f"  rss after create {run['stages']['create']['rss_kib'] / 1024:6.1f} MiB",
                     file=sys.stderr,
@@ -289,6 +296,8 @@ def main() -> None:
         summary[name] = {
             "cpu_ms_per_attempt": median(lambda run: run["cpu_ms_per_attempt"]),
             "cpu_ms_per_attempt_runs": [run["cpu_ms_per_attempt"] for run in items],
+            "user_ms_per_attempt": median(lambda run: run["user_ms_per_attempt"]),
+            "system_ms_per_attempt": median(lambda run: run["system_ms_per_attempt"]),
             "wall_ms_per_attempt": median(lambda run: run["wall_ms_per_attempt"]),
             "start_rss_mib": median(lambda run: run["start_rss_kib"] / 1024),
             "import_rss_mib": median(
