@@ -45,7 +45,7 @@ from typing import Any
 
 from passhat.api import conditions as cond
 from passhat.api.errors import SpecError
-from passhat.api.load import parse_spec, resolve_tasks
+from passhat.api.load import config_map_names, parse_spec, resolve_tasks
 from passhat.api.spec import EvalSpec, Task
 from passhat.operator import events
 from passhat.operator.archive import Archiver, RecordedAttempt, manifest_of
@@ -253,10 +253,10 @@ class EvalLoop:
                 "; ".join(problems), reason=cond.REASON_UNSAFE_TEMPLATE, terminal=True
             )
         config_maps: dict[str, dict[str, str]] = {}
-        for source in spec.tasks_from or []:
-            config_map = self.api.get_config_map(self.ref.namespace, source.config_map)
+        for name in config_map_names(spec):
+            config_map = self.api.get_config_map(self.ref.namespace, name)
             if config_map is not None:
-                config_maps[source.config_map] = dict(config_map.get("data") or {})
+                config_maps[name] = dict(config_map.get("data") or {})
         try:
             tasks = resolve_tasks(spec, config_maps)
         except SpecError as err:

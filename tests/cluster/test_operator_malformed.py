@@ -109,10 +109,10 @@ def _tasks(n: int) -> Callable[[Manifest], None]:
 
 
 def _too_large(m: Manifest) -> None:
-    """900 KiB of params (the eval stays under etcd's 1.5 MiB) copied into the env of four
-    containers: a pod body over the API server's 3 MiB request limit."""
-    m["spec"]["tasks"][0]["params"] = {"blob": "x" * (900 * 1024)}
-    pod_spec(m)["containers"] = [{**container(m), "name": f"c{i}"} for i in range(4)]
+    """63 KiB of params (under their 64 KiB limit) copied into the env of 52 containers: a
+    pod body over the API server's 3 MiB request limit."""
+    m["spec"]["tasks"][0]["params"] = {"blob": "x" * (63 * 1024)}
+    pod_spec(m)["containers"] = [{**container(m), "name": f"c{i}"} for i in range(52)]
 
 
 def _with(fn: Callable[[Manifest], Any]) -> Callable[[Manifest], None]:
