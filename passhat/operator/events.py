@@ -108,12 +108,20 @@ def failed_create(message: str) -> Event:
     return Event(WARNING, FAILED_CREATE, f"cannot create trial pods (retrying): {message}")
 
 
-def unschedulable(*, pod: str, waited_s: float, message: str) -> Event:
-    """A trial pod has been Pending unschedulable for `waited_s` seconds."""
+def unschedulable(*, pods: int, pod: str, waited_s: float, message: str) -> Event:
+    """`pods` trial pods have been Pending unschedulable past the grace; `pod` is the one
+    waiting longest (`waited_s` seconds), `message` the scheduler's word on it."""
+    if pods == 1:
+        return Event(
+            WARNING,
+            UNSCHEDULABLE,
+            f"trial pod {pod} has not been scheduled for {waited_s:.0f}s: {message}",
+        )
     return Event(
         WARNING,
         UNSCHEDULABLE,
-        f"trial pod {pod} has not been scheduled for {waited_s:.0f}s: {message}",
+        f"{pods} trial pods have not been scheduled; the longest waiting, {pod}, for "
+        f"{waited_s:.0f}s: {message}",
     )
 
 

@@ -234,6 +234,9 @@ class EvalLoop:
         # The last error creating pods (quota, ...), None once creates work again.
         self._create_failing: str | None = None
         self._reported: set[str] = set()
+        # This pass's unschedulable pods (name, waited_s, message); the last event's time.
+        self._unschedulable: dict[str, tuple[float, str]] = {}
+        self._unschedulable_reported_at: float | None = None
 
     # -- spec and tasks -------------------------------------------------------------------
 
@@ -350,6 +353,7 @@ class EvalLoop:
             recorded.append(_fold(ledger, plan, tasks, key, verdict, _duration(pod)))
             done.append(pod)
 
+        self._report_unschedulable(body, now)
         for key, name in self._taken_slots(ledger, live):
             # The attempt's pod name is taken by a pod no pass lists (its labels were
             # changed or removed): that attempt is lost, the next one gets a new name.
@@ -767,7 +771,7 @@ class EvalLoop:
     def _note_unschedulable(
         self, body: Mapping[str, Any], pod: Mapping[str, Any], now: float
     ) -> None:
-        """Report (once per pod) a pod the scheduler has not placed for a while."""
+        """Note a pod the scheduler has not placed for a while (reported once per pass)."""
         condition = next(
             (
                 item
@@ -783,12 +787,25 @@ class EvalLoop:
         created = parse_timestamp((pod.get("metadata") or {}).get("creationTimestamp"))
         if created is None or now - created < self.config.unschedulable_grace_s:
             return
-        name = _name(pod)
-        if f"unschedulable:{name}" in self._reported:
-            return
-        self._reported.add(f"unschedulable:{name}")
         message = str(condition.get("message") or "no node fits the pod")
-        self._emit(body, events.unschedulable(pod=name, waited_s=now - created, message=message))
+        self._unschedulable[_name(pod)] = (now - created, message)
+
+    def _report_unschedulable(self, body: Mapping[str, Any], now: float) -> None:
+        """One TrialPodUnschedulable event for the pods this pass noted, at most one per
+        `unschedulable_event_interval_s` per eval (a quota-less 5,000-pod eval on a full
+        cluster would otherwise post 5,000 events)."""
+        noted, self._unschedulable = self._unschedulable, {}
+        if not noted:
+            return
+        last = self._unschedulable_reported_at
+        if last is not None and now - last < self.config.unschedulable_event_interval_s:
+            return
+        self._unschedulable_reported_at = now
+        name, (waited, message) = max(noted.items(), key=lambda item: (item[1][0], item[0]))
+        self._emit(
+            body,
+            events.unschedulable(pods=len(noted), pod=name, waited_s=waited, message=message),
+        )
 
     def _warn_once(self, message: str) -> None:
         if message not in self._reported:
