@@ -368,6 +368,14 @@ class EvalSpec(_Model):
     parallelism: int = Field(
         default=1, ge=1, le=MAX_PARALLELISM, description="Trial attempts in flight at once."
     )
+    active_deadline_seconds: int | None = Field(
+        default=None,
+        ge=1,
+        le=MAX_ACTIVE_DEADLINE_SECONDS,
+        description="Seconds the eval may be active, counted from its start (status.startTime), "
+        "as a Job's: once past, running trials are stopped, no more start, and the eval "
+        "ends Failed with reason DeadlineExceeded, keeping what was scored.",
+    )
     queue_name: str | None = Field(
         default=None,
         min_length=1,

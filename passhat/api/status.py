@@ -38,7 +38,8 @@ PHASE_PENDING = "Pending"
 PHASE_RUNNING = "Running"
 # Every slot is final and the gate (if any) passed.
 PHASE_SUCCEEDED = "Succeeded"
-# Every slot is final and the gate failed, or the eval stopped on a ConfigError.
+# Every slot is final and the gate failed, or the eval stopped on a ConfigError or its
+# deadline (spec.activeDeadlineSeconds).
 PHASE_FAILED = "Failed"
 PHASES = (PHASE_PENDING, PHASE_RUNNING, PHASE_SUCCEEDED, PHASE_FAILED)
 
@@ -105,7 +106,7 @@ class Condition(_Model):
     """A condition in the Kubernetes shape (see passhat.api.conditions)."""
 
     type: str = Field(
-        description="Complete, GatePassed, ConfigError, InfraErrorsHigh or ArchivePending."
+        description="Complete, GatePassed, ConfigError, InfraErrorsHigh, ArchivePending or Failed."
     )
     status: Literal["True", "False", "Unknown"] = Field(description="True, False or Unknown.")
     reason: str = Field(description="A CamelCase reason.")
@@ -153,7 +154,7 @@ class EvalStatus(_Model):
     gate: GateResult | None = Field(default=None, description="The gate's result.")
     conditions: list[Condition] = Field(
         default_factory=list,
-        description="Complete, GatePassed, ConfigError, InfraErrorsHigh, ArchivePending.",
+        description="Complete, GatePassed, ConfigError, InfraErrorsHigh, ArchivePending, Failed.",
         json_schema_extra={
             "x-kubernetes-list-type": "map",
             "x-kubernetes-list-map-keys": ["type"],

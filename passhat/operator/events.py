@@ -22,6 +22,7 @@ import kopf
 __all__ = [
     "COMPLETED",
     "CONFIG_ERROR",
+    "DEADLINE_EXCEEDED",
     "FAILED_CREATE",
     "GATE_FAILED",
     "GATE_PASSED",
@@ -32,6 +33,7 @@ __all__ = [
     "RetryLimiter",
     "completed",
     "config_error",
+    "deadline_exceeded",
     "failed_create",
     "gate_result",
     "post",
@@ -54,6 +56,9 @@ FAILED_CREATE = "FailedCreate"
 # Warning: a trial pod could not be scheduled for a while (no node fits its requests,
 # selectors or tolerations); the eval waits, like a Job's pods
 UNSCHEDULABLE = "TrialPodUnschedulable"
+# Warning: the eval was active past spec.activeDeadlineSeconds; its running trials are
+# stopped and it ends Failed with what was scored (a Job's DeadlineExceeded)
+DEADLINE_EXCEEDED = "DeadlineExceeded"
 # Normal: every trial slot is final
 COMPLETED = "Completed"
 # Normal / Warning: the gate's metric met / missed its minimum
@@ -101,6 +106,15 @@ def retries_exhausted(*, task_id: str, trial: int, attempts: int, reason: str) -
 def config_error(*, field: str, message: str) -> Event:
     """The eval cannot run: `field` names what to fix."""
     return Event(WARNING, CONFIG_ERROR, f"{field}: {message}" if field else message)
+
+
+def deadline_exceeded(message: str) -> Event:
+    """The eval ran past its deadline: what was scored stays, the rest never runs."""
+    return Event(
+        WARNING,
+        DEADLINE_EXCEEDED,
+        f"{message}; running trials were stopped and no more start (what was scored stays)",
+    )
 
 
 def failed_create(message: str) -> Event:

@@ -50,6 +50,7 @@ from passhat.api.spec import EvalSpec, Task
 from passhat.operator import events
 from passhat.operator.archive import Archiver, RecordedAttempt, manifest_of
 from passhat.operator.config import OperatorConfig
+from passhat.operator.deadline import deadline_exceeded_status, deadline_message
 from passhat.operator.kube import ApiError, Conflict, EvalApi
 from passhat.operator.pods import (
     FINALIZER,
@@ -381,6 +382,9 @@ class EvalLoop:
         start_problem = self._note_start_failures(
             recorded, spec, ledger, [task.id for task in tasks]
         )
+        # NB: past spec.activeDeadlineSeconds the eval ends as a Job does (deadline.py).
+        late = None if ledger.complete else deadline_message(body, now)
+        stopping = start_problem is not None or late is not None
         archiving = self._archiver is not None
         archive_error = self._archiver.failing(ref.uid) if self._archiver is not None else None
         # NB: with a record store, held pods waiting for their archive count against
@@ -388,7 +392,7 @@ class EvalLoop:
         # the store is down the eval pauses instead of piling up held pods.
         waiting_now = held + (len(recorded) if archive_error is not None else 0)
         capacity = spec.parallelism - len(live) - (waiting_now if archiving else 0)
-        to_create = [] if start_problem else self._plan_creates(ledger, live, capacity, now)
+        to_create = [] if stopping else self._plan_creates(ledger, live, capacity, now)
         archive_waiting = (
             len(recorded) + held + api.releasing(ref.namespace, ref.uid) if archiving else 0
         )
@@ -398,7 +402,7 @@ class EvalLoop:
         idle = (
             not recorded
             and not to_create
-            and start_problem is None
+            and not stopping
             and "ledger" in previous
             and previous.get("observedGeneration") == generation
             and progress.get("running") == len(live)
@@ -442,6 +446,10 @@ class EvalLoop:
                     archive_error=archive_error,
                 )
             )
+            if late is not None:
+                status = deadline_exceeded_status(
+                    status, message=late, generation=generation, now=now
+                )
         patch = _status_patch(status, previous) if status is not None else None
         if status is None or patch is None:
             status = None
@@ -454,7 +462,7 @@ class EvalLoop:
 
         # From here on the recorded outcomes are safe in status.
         # NB: a stopped eval lets every pod go, also the live ones (they are deleted).
-        keep, release = _dispose(list(pods) if start_problem is not None else done, ledger)
+        keep, release = _dispose(list(pods) if stopping else done, ledger)
         create = [build_pod(eval_ref=ref, spec=spec, task=tasks[k.task], key=k) for k in to_create]
         let_go = len(keep) + len(release)
         if let_go or create:
@@ -483,7 +491,7 @@ class EvalLoop:
                 self._create_failing = None
             names = {pod_name(ref, key): key for key in to_create}
             self._taken = {names[name]: name for name in taken if name in names}
-        if start_problem is not None:
+        if stopping:
             return PassResult(PassState.DONE, recorded, 0, let_go, status)
         finished = ledger.complete and not live and not archive_waiting
         state = PassState.DONE if finished else PassState.CONTINUE
@@ -692,6 +700,8 @@ class EvalLoop:
             self._on_status(self.ref, status)
         if config_message is not None:
             self._emit(body, events.config_error(field="", message=config_message))
+        elif condition_status(status, cond.FAILED) == "True" and not is_terminal(previous):
+            self._emit(body, events.deadline_exceeded(str(status.get("message") or "")))
         elif is_terminal(status) and not is_terminal(previous):
             self._emit(body, events.completed(status))
             gate = status.get("gate")
@@ -717,14 +727,18 @@ class EvalLoop:
         problem: _ConfigProblem,
         now: float,
     ) -> PassResult:
+        # NB: an eval waiting for its tasks' ConfigMap waits no longer than its deadline
+        late = None if problem.terminal else deadline_message(body, now)
         status = config_error_status(
             previous=previous,
             message=problem.message,
             reason=problem.reason,
-            terminal=problem.terminal,
+            terminal=problem.terminal or late is not None,
             generation=generation,
             now=now,
         )
+        if late is not None:
+            status = deadline_exceeded_status(status, message=late, generation=generation, now=now)
         written: dict[str, Any] | None = None
         patch = _status_patch(status, previous)
         if patch is not None:
@@ -735,7 +749,10 @@ class EvalLoop:
             written = status
             if self._on_status is not None:
                 self._on_status(self.ref, status)
-            self._emit(body, events.config_error(field="", message=problem.message))
+            if late is not None:
+                self._emit(body, events.deadline_exceeded(late))
+            else:
+                self._emit(body, events.config_error(field="", message=problem.message))
         if pods:
             ledger = _ledger_of(previous)
             keep, release = _dispose(list(pods), ledger)
@@ -743,7 +760,7 @@ class EvalLoop:
             self.api.settle(
                 self.ref.namespace, keep=keep, release=release, create=[], before=before
             )
-        state = PassState.DONE if problem.terminal else PassState.CONTINUE
+        state = PassState.DONE if problem.terminal or late else PassState.CONTINUE
         return PassResult(state, released=len(pods), status=written)
 
     def _taken_slots(

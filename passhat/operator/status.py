@@ -52,8 +52,11 @@ def condition_status(status: Mapping[str, Any], kind: str) -> str | None:
 
 
 def is_terminal(status: Mapping[str, Any]) -> bool:
-    """Whether the eval is finished for good: complete, or stopped by a ConfigError."""
+    """Whether the eval is finished for good: complete, failed (its deadline passed), or
+    stopped by a ConfigError."""
     if condition_status(status, cond.COMPLETE) == "True":
+        return True
+    if condition_status(status, cond.FAILED) == "True":
         return True
     return status.get("phase") == PHASE_FAILED and (
         condition_status(status, cond.CONFIG_ERROR) == "True"
