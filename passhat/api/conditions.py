@@ -31,6 +31,7 @@ __all__ = [
     "REASON_RESOLVED",
     "REASON_RUNNING",
     "REASON_STORE_FAILING",
+    "REASON_TASKS_CHANGED",
     "REASON_TASKS_UNAVAILABLE",
     "REASON_UNSAFE_TEMPLATE",
     "find_condition",
@@ -81,6 +82,9 @@ REASON_INVALID_SPEC = "InvalidSpec"
 REASON_UNSAFE_TEMPLATE = "UnsafeTemplate"
 # ConfigError=True: the tasks' ConfigMap or key is missing or unreadable.
 REASON_TASKS_UNAVAILABLE = "TasksUnavailable"
+# ConfigError=True: a tasksFrom ConfigMap changed (or was deleted, or replaced) after
+# the eval started; its pinned digest no longer matches (status.taskSources).
+REASON_TASKS_CHANGED = "TasksChanged"
 # ConfigError=True: every first attempt hit an image or container-config error.
 REASON_FIRST_ATTEMPTS_FAILED = "FirstAttemptsFailed"
 # ConfigError=False: a problem reported earlier is gone.

@@ -27,6 +27,7 @@ __all__ = [
     "EvalStatus",
     "GateResult",
     "KMetrics",
+    "PinnedConfigMap",
     "Progress",
     "Summary",
     "build_summary",
@@ -119,6 +120,18 @@ class Condition(_Model):
     )
 
 
+class PinnedConfigMap(_Model):
+    """A ConfigMap `spec.tasksFrom` reads, as it was when the eval started."""
+
+    config_map: str = Field(description="The ConfigMap's name (in the eval's namespace).")
+    uid: str = Field(description="Its metadata.uid when the tasks were first read.")
+    resource_version: str = Field(description="Its metadata.resourceVersion then.")
+    sha256: str = Field(
+        description="sha256 of the data the tasks were read from (the keys used, as canonical "
+        "JSON); a ConfigMap whose data differs later stops the eval (ConfigError TasksChanged)."
+    )
+
+
 class EvalStatus(_Model):
     """Observed state of a ConsistencyEval, written by the operator."""
 
@@ -163,6 +176,10 @@ class EvalStatus(_Model):
     ledger: str | None = Field(
         default=None,
         description="Every trial slot's attempts and outcome, packed (zlib + base64).",
+    )
+    task_sources: list[PinnedConfigMap] | None = Field(
+        default=None,
+        description="The tasksFrom ConfigMaps as read when the eval started (pinned).",
     )
 
 

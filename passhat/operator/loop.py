@@ -72,6 +72,7 @@ from passhat.operator.status import (
     infra_errors_by_reason,
     is_terminal,
 )
+from passhat.operator.taskpin import PinCheck, pin_problems, pins_of
 from passhat.trials.classify_pod import (
     classify_pod,
     parse_timestamp,
@@ -125,6 +126,9 @@ class PassResult:
 class _Resolved:
     spec: EvalSpec
     tasks: list[Task]
+    # status.taskSources, and the per-pass check that they still hold (tasksFrom only).
+    pins: list[dict[str, Any]] = field(default_factory=list)
+    pin_check: PinCheck | None = None
 
 
 class _ConfigProblem(Exception):
@@ -256,11 +260,20 @@ class EvalLoop:
             raise _ConfigProblem(
                 "; ".join(problems), reason=cond.REASON_UNSAFE_TEMPLATE, terminal=True
             )
-        config_maps: dict[str, dict[str, str]] = {}
-        for name in config_map_names(spec):
-            config_map = self.api.get_config_map(self.ref.namespace, name)
-            if config_map is not None:
-                config_maps[name] = dict(config_map.get("data") or {})
+        objects = {
+            name: self.api.get_config_map(self.ref.namespace, name)
+            for name in config_map_names(spec)
+        }
+        # NB: the ConfigMaps as the eval started with them (taskpin.py): never other tasks
+        pinned = (body.get("status") or {}).get("taskSources") or []
+        changed = pin_problems(spec, pinned, objects) if pinned else []
+        if changed:
+            raise _ConfigProblem(
+                _tasks_changed_message(changed), reason=cond.REASON_TASKS_CHANGED, terminal=True
+            )
+        config_maps = {
+            name: dict(obj.get("data") or {}) for name, obj in objects.items() if obj is not None
+        }
         try:
             tasks = resolve_tasks(spec, config_maps)
         except SpecError as err:
@@ -268,7 +281,11 @@ class EvalLoop:
             raise _ConfigProblem(
                 str(err), reason=cond.REASON_TASKS_UNAVAILABLE, terminal=started
             ) from None
-        resolved = _Resolved(spec, tasks)
+        pins = [dict(pin) for pin in pinned] or pins_of(
+            spec, {name: obj for name, obj in objects.items() if obj is not None}
+        )
+        check = PinCheck(self.api, self.ref.namespace, spec, pins) if pins else None
+        resolved = _Resolved(spec, tasks, pins, check)
         self._resolved = (generation, resolved)
         return resolved
 
@@ -384,7 +401,8 @@ class EvalLoop:
         )
         # NB: past spec.activeDeadlineSeconds the eval ends as a Job does (deadline.py).
         late = None if ledger.complete else deadline_message(body, now)
-        stopping = start_problem is not None or late is not None
+        changed = None if ledger.complete or late else _pins_broken(resolved)
+        stopping = start_problem is not None or late is not None or changed is not None
         archiving = self._archiver is not None
         archive_error = self._archiver.failing(ref.uid) if self._archiver is not None else None
         # NB: with a record store, held pods waiting for their archive count against
@@ -403,6 +421,7 @@ class EvalLoop:
             not recorded
             and not to_create
             and not stopping
+            and (previous.get("taskSources") or []) == resolved.pins
             and "ledger" in previous
             and previous.get("observedGeneration") == generation
             and progress.get("running") == len(live)
@@ -444,11 +463,21 @@ class EvalLoop:
                     ),
                     archive_waiting=archive_waiting,
                     archive_error=archive_error,
+                    task_sources=resolved.pins,
                 )
             )
             if late is not None:
                 status = deadline_exceeded_status(
                     status, message=late, generation=generation, now=now
+                )
+            elif changed is not None:
+                status = config_error_status(
+                    previous=status,
+                    message=changed,
+                    reason=cond.REASON_TASKS_CHANGED,
+                    terminal=True,
+                    generation=generation,
+                    now=now,
                 )
         patch = _status_patch(status, previous) if status is not None else None
         if status is None or patch is None:
@@ -458,7 +487,7 @@ class EvalLoop:
                 api.patch_eval_status(ref.namespace, ref.name, rv, patch)
             except Conflict:
                 return PassResult(PassState.CONFLICT)
-            self._after_write(body, previous, status, recorded, start_problem, now)
+            self._after_write(body, previous, status, recorded, start_problem or changed, now)
 
         # From here on the recorded outcomes are safe in status.
         # NB: a stopped eval lets every pod go, also the live ones (they are deleted).
@@ -832,6 +861,19 @@ class EvalLoop:
     def _emit(self, body: Mapping[str, Any], event: events.Event) -> None:
         if self._post_event is not None:
             self._post_event(body, event)
+
+
+def _pins_broken(resolved: _Resolved) -> str | None:
+    """The ConfigError message when a pinned tasksFrom ConfigMap changed since the start."""
+    problems = resolved.pin_check.problems() if resolved.pin_check is not None else []
+    return _tasks_changed_message(problems) if problems else None
+
+
+def _tasks_changed_message(problems: list[str]) -> str:
+    return (
+        f"spec.tasksFrom: {'; '.join(problems)}; the eval runs only the tasks it started "
+        "with: restore the ConfigMap's data, or create a new eval"
+    )
 
 
 def _refused_for_good(err: ApiError) -> bool:
