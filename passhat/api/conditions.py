@@ -16,12 +16,14 @@ __all__ = [
     "COMPLETE",
     "CONDITION_TYPES",
     "CONFIG_ERROR",
+    "FAILED",
     "GATE_PASSED",
     "INFRA_ERRORS_HIGH",
     "REASON_ABOVE_THRESHOLD",
     "REASON_ALL_FINAL",
     "REASON_ARCHIVED",
     "REASON_BELOW_THRESHOLD",
+    "REASON_DEADLINE_EXCEEDED",
     "REASON_FIRST_ATTEMPTS_FAILED",
     "REASON_GATE_MET",
     "REASON_GATE_MISSED",
@@ -29,6 +31,7 @@ __all__ = [
     "REASON_RESOLVED",
     "REASON_RUNNING",
     "REASON_STORE_FAILING",
+    "REASON_TASKS_CHANGED",
     "REASON_TASKS_UNAVAILABLE",
     "REASON_UNSAFE_TEMPLATE",
     "find_condition",
@@ -46,13 +49,23 @@ GATE_PASSED = "GatePassed"
 CONFIG_ERROR = "ConfigError"
 # True when the infra-error rate is above the operator's threshold.
 INFRA_ERRORS_HIGH = "InfraErrorsHigh"
+# True when the eval ended before every slot was final (as a Job's Failed condition):
+# today only when it ran past spec.activeDeadlineSeconds. What was scored stays.
+FAILED = "Failed"
 
 # True while recorded attempts cannot be archived (the record store is down or refuses):
 # their pods stay held, no more than that many fewer pods run, and the eval does not
 # complete until every record is in the store. False once the store works again.
 ARCHIVE_PENDING = "ArchivePending"
 
-CONDITION_TYPES = (COMPLETE, GATE_PASSED, CONFIG_ERROR, INFRA_ERRORS_HIGH, ARCHIVE_PENDING)
+CONDITION_TYPES = (
+    COMPLETE,
+    GATE_PASSED,
+    CONFIG_ERROR,
+    INFRA_ERRORS_HIGH,
+    ARCHIVE_PENDING,
+    FAILED,
+)
 
 # -- reasons ----------------------------------------------------------------------------
 # Complete=True: every trial slot is final.
@@ -69,6 +82,9 @@ REASON_INVALID_SPEC = "InvalidSpec"
 REASON_UNSAFE_TEMPLATE = "UnsafeTemplate"
 # ConfigError=True: the tasks' ConfigMap or key is missing or unreadable.
 REASON_TASKS_UNAVAILABLE = "TasksUnavailable"
+# ConfigError=True: a tasksFrom ConfigMap changed (or was deleted, or replaced) after
+# the eval started; its pinned digest no longer matches (status.taskSources).
+REASON_TASKS_CHANGED = "TasksChanged"
 # ConfigError=True: every first attempt hit an image or container-config error.
 REASON_FIRST_ATTEMPTS_FAILED = "FirstAttemptsFailed"
 # ConfigError=False: a problem reported earlier is gone.
@@ -77,6 +93,9 @@ REASON_RESOLVED = "Resolved"
 REASON_ABOVE_THRESHOLD = "AboveThreshold"
 # InfraErrorsHigh=False: the infra-error rate is at or below the threshold.
 REASON_BELOW_THRESHOLD = "BelowThreshold"
+# Failed=True (and Complete=False): the eval was active longer than
+# spec.activeDeadlineSeconds; its running trials were stopped (the Job controller's reason).
+REASON_DEADLINE_EXCEEDED = "DeadlineExceeded"
 # ArchivePending=True: the record store failed; the message has its error.
 REASON_STORE_FAILING = "StoreFailing"
 # ArchivePending=False: every recorded attempt is in the record store again.

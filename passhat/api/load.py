@@ -20,6 +20,7 @@ from pydantic import ValidationError
 from passhat.api import yamlload
 from passhat.api.errors import InputError, SpecError
 from passhat.api.spec import (
+    MAX_TASKS_BYTES,
     ConsistencyEval,
     EvalSpec,
     Path,
@@ -31,6 +32,7 @@ from passhat.api.spec import (
 
 __all__ = [
     "MAX_SLOTS",
+    "config_map_names",
     "load_eval",
     "parse_eval",
     "parse_spec",
@@ -109,6 +111,11 @@ def parse_spec(data: Any) -> EvalSpec:
         raise SpecError(reason, field=format_path(problem_path)) from None
 
 
+def config_map_names(spec: EvalSpec) -> list[str]:
+    """The ConfigMaps `spec.tasksFrom` reads, each once, in the order first named."""
+    return list(dict.fromkeys(source.config_map for source in spec.tasks_from or []))
+
+
 def resolve_tasks(
     spec: EvalSpec, config_maps: Mapping[str, Mapping[str, str]], *, source: str | None = None
 ) -> list[Task]:
@@ -116,11 +123,15 @@ def resolve_tasks(
 
     `config_maps` maps a ConfigMap name to its `data`. Each key used holds a YAML or JSON
     list of tasks. Raises SpecError for a missing ConfigMap or key, an unparsable value,
-    an invalid task, a task id seen twice, or more than MAX_SLOTS trial slots.
+    an invalid task, a task id seen twice, values of more than MAX_TASKS_BYTES together
+    (checked before each is parsed), or more than MAX_SLOTS trial slots (reading stops at
+    the first task past the limit).
     """
     tasks: list[Task] = []
     if spec.tasks is not None:
         tasks = list(spec.tasks)
+    max_tasks = MAX_SLOTS // spec.trials
+    read = 0
     for index, ref in enumerate(spec.tasks_from or []):
         at = f"spec.tasksFrom[{index}]"
         data = config_maps.get(ref.config_map)
@@ -136,10 +147,19 @@ def resolve_tasks(
                     field=f"{at}.key",
                     path=source,
                 )
-            try:
-                tasks.extend(
-                    _tasks_in(data[key], where=f'ConfigMap "{ref.config_map}" key "{key}"')
+            where = f'ConfigMap "{ref.config_map}" key "{key}"'
+            read += len(data[key].encode())
+            if read > MAX_TASKS_BYTES:
+                raise SpecError(
+                    f"{where}: the tasks read up to here are {read} bytes, more than "
+                    f"{MAX_TASKS_BYTES // 2**20} MiB; split the suite into several evals",
+                    field=at,
+                    path=source,
                 )
+            try:
+                tasks.extend(_tasks_in(data[key], where=where, limit=max_tasks - len(tasks)))
+            except _TooManyTasks:
+                raise _too_many_slots(spec, max_tasks, where, source) from None
             except SpecError as err:
                 # NB: name the eval and the tasksFrom entry the bad task list came from
                 raise SpecError(err.reason, field=at, path=source) from None
@@ -148,17 +168,29 @@ def resolve_tasks(
         raise SpecError(f"{reason} (task #{task_index})", field=field, path=source)
     if not tasks:
         raise SpecError("no tasks", field="spec.tasksFrom", path=source)
-    if len(tasks) * spec.trials > MAX_SLOTS:
-        raise SpecError(
-            f"{len(tasks)} tasks x {spec.trials} trials is more than {MAX_SLOTS} trial slots; "
-            "split the suite into several evals",
-            field="spec",
-            path=source,
-        )
+    if len(tasks) > max_tasks:
+        raise _too_many_slots(spec, max_tasks, None, source, count=len(tasks))
     return tasks
 
 
-def _tasks_in(text: str, *, where: str) -> list[Task]:
+def _too_many_slots(
+    spec: EvalSpec, max_tasks: int, where: str | None, source: str | None, *, count: int = 0
+) -> SpecError:
+    tasks = f"{count} tasks" if count else f"more than {max_tasks} tasks"
+    stopped = f" (stopped reading at {where})" if where else ""
+    return SpecError(
+        f"{tasks} x {spec.trials} trials is more than {MAX_SLOTS} trial slots; "
+        f"split the suite into several evals{stopped}",
+        field="spec",
+        path=source,
+    )
+
+
+class _TooManyTasks(Exception):
+    """A task list holds more tasks than the slot limit leaves room for."""
+
+
+def _tasks_in(text: str, *, where: str, limit: int) -> list[Task]:
     try:
         # NB: JSON first: large suites are usually JSON, and PyYAML is slow on them.
         items = json.loads(text, parse_constant=_refuse_constant)
@@ -183,6 +215,8 @@ def _tasks_in(text: str, *, where: str) -> list[Task]:
         raise SpecError(f"{where}: expected a list of tasks")
     tasks = []
     for index, item in enumerate(items):
+        if index >= limit:
+            raise _TooManyTasks
         try:
             tasks.append(Task.model_validate(item, by_name=False))
         except ValidationError as err:
@@ -204,30 +238,42 @@ def read_local_config_maps(spec: EvalSpec, base_dir: str | FilePath) -> dict[str
 
     `<base_dir>/<name>/` is a directory whose files are the keys (as
     `kubectl create configmap NAME --from-file=DIR`), or `<base_dir>/<name>.yaml` is a
-    ConfigMap manifest. Raises InputError when neither exists or one cannot be read.
+    ConfigMap manifest. Raises InputError when neither exists, one cannot be read, or the
+    files are more than MAX_TASKS_BYTES together (checked before they are read).
     """
     base = FilePath(base_dir)
     maps: dict[str, dict[str, str]] = {}
-    for ref in spec.tasks_from or []:
-        name = ref.config_map
-        if name in maps:
-            continue
+    total = 0
+    for name in config_map_names(spec):
         directory, manifest = base / name, base / f"{name}.yaml"
         try:
             if directory.is_dir():
-                maps[name] = {
-                    entry.name: entry.read_text(encoding="utf-8")
+                files = [
+                    entry
                     for entry in sorted(directory.iterdir())
                     if entry.is_file() and not entry.name.startswith(".")
-                }
+                ]
             elif manifest.is_file():
-                maps[name] = _config_map_data(manifest)
+                files = [manifest]
             else:
                 raise InputError(
                     f'ConfigMap "{name}" not found: expected a directory {directory} '
                     f"or a manifest {manifest}",
                     path=str(base),
                 )
+            for entry in files:
+                total += entry.stat().st_size
+                if total > MAX_TASKS_BYTES:
+                    raise InputError(
+                        f'ConfigMap "{name}": the tasksFrom files are more than '
+                        f"{MAX_TASKS_BYTES // 2**20} MiB together; split the suite into "
+                        "several evals",
+                        path=str(entry),
+                    )
+            if directory.is_dir():
+                maps[name] = {entry.name: entry.read_text(encoding="utf-8") for entry in files}
+            else:
+                maps[name] = _config_map_data(manifest)
         except (OSError, UnicodeDecodeError) as err:
             raise InputError(f'cannot read ConfigMap "{name}": {err}', path=str(base)) from None
     return maps

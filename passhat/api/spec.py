@@ -26,6 +26,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    PrivateAttr,
     ValidationError,
     field_validator,
     model_validator,
@@ -40,7 +41,11 @@ __all__ = [
     "API_VERSION",
     "GROUP",
     "KIND",
+    "MAX_ACTIVE_DEADLINE_SECONDS",
     "MAX_INLINE_TASKS",
+    "MAX_PARALLELISM",
+    "MAX_PARAMS_BYTES",
+    "MAX_TASKS_BYTES",
     "MAX_TRIALS",
     "RESERVED_LABEL_PREFIX",
     "VERSION",
@@ -55,6 +60,7 @@ __all__ = [
     "TaskSource",
     "TrialSpec",
     "format_path",
+    "params_json_bytes",
     "spec_problems",
     "template_problems",
 ]
@@ -70,6 +76,17 @@ MAX_INLINE_TASKS = 10_000
 MAX_KS = 32
 # About 68 years: fits activeDeadlineSeconds (int64) and any local deadline arithmetic.
 MAX_TIMEOUT_SECONDS = 2**31 - 1
+MAX_ACTIVE_DEADLINE_SECONDS = MAX_TIMEOUT_SECONDS
+# Bounds that keep one eval from taking the operator from the others (docs/security.md):
+# a task's params as PASSHAT_TASK carries them (a pod copies them into every container's
+# env; exec refuses one string over 128 KiB anyway) ...
+MAX_PARAMS_BYTES = 64 * 1024
+# ... all tasks together, inline or read from the tasksFrom ConfigMaps (the operator keeps
+# every running eval's tasks in memory, about 4 times their text) ...
+MAX_TASKS_BYTES = 4 * 1024 * 1024
+# ... and attempts in flight (the largest the operator was measured at: 10,000 live pods
+# of one eval, docs/benchmarks.md "Scale").
+MAX_PARALLELISM = 10_000
 
 SPEC_ERROR = "passhat_spec"
 ExitCode = Annotated[int, Field(ge=0, le=255)]
@@ -121,8 +138,30 @@ class Task(_Model):
     )
     params: dict[str, Any] = Field(
         default_factory=dict,
-        description="Free-form task parameters; exposed to every trial as PASSHAT_TASK (JSON).",
+        description="Free-form task parameters; exposed to every trial as PASSHAT_TASK (JSON, "
+        f"at most {MAX_PARAMS_BYTES // 1024} KiB).",
     )
+    _json_bytes: int = PrivateAttr(default=0)
+
+    @model_validator(mode="after")
+    def _bounded_params(self) -> Task:
+        try:
+            size = params_json_bytes(self.params)
+        except RecursionError:
+            raise _problem(("params",), "nested too deeply to pass as JSON") from None
+        if size > MAX_PARAMS_BYTES:
+            raise _problem(
+                ("params",),
+                f"{size} bytes as JSON (PASSHAT_TASK) is more than {MAX_PARAMS_BYTES // 1024} "
+                "KiB per task; pass large inputs by reference (a volume, a URL)",
+            )
+        self._json_bytes = size + len(self.id.encode())
+        return self
+
+    @property
+    def json_bytes(self) -> int:
+        """The task's size as counted against MAX_TASKS_BYTES: its id and its params' JSON."""
+        return self._json_bytes
 
     @field_validator("id")
     @classmethod
@@ -147,6 +186,7 @@ class TaskSource(_Model):
     key: str | None = Field(
         default=None,
         min_length=1,
+        max_length=253,
         description="Key holding a YAML/JSON list of tasks; all keys in sorted order if unset.",
     )
 
@@ -326,7 +366,15 @@ class EvalSpec(_Model):
         json_schema_extra={"x-kubernetes-list-type": "set"},
     )
     parallelism: int = Field(
-        default=1, ge=1, le=100_000, description="Trial attempts in flight at once."
+        default=1, ge=1, le=MAX_PARALLELISM, description="Trial attempts in flight at once."
+    )
+    active_deadline_seconds: int | None = Field(
+        default=None,
+        ge=1,
+        le=MAX_ACTIVE_DEADLINE_SECONDS,
+        description="Seconds the eval may be active, counted from its start (status.startTime), "
+        "as a Job's: once past, running trials are stopped, no more start, and the eval "
+        "ends Failed with reason DeadlineExceeded, keeping what was scored.",
     )
     queue_name: str | None = Field(
         default=None,
@@ -356,6 +404,18 @@ class EvalSpec(_Model):
             raise _problem(("gate", "k"), f"k={self.gate.k} is larger than trials={self.trials}")
         for path, reason in task_id_problems(self.tasks or []):
             raise _problem(("tasks", *path), reason)
+        total = 0
+        for index, task in enumerate(self.tasks or []):
+            total += task.json_bytes
+            if total > MAX_TASKS_BYTES:
+                raise _problem(
+                    ("tasks", index),
+                    f"the tasks up to this one are {total} bytes (ids and params as JSON), "
+                    f"more than {MAX_TASKS_BYTES // 2**20} MiB; split the suite into several "
+                    "evals",
+                )
+        for path, reason in task_source_problems(self.tasks_from or []):
+            raise _problem(("tasksFrom", *path), reason)
         return self
 
     @property
@@ -393,6 +453,30 @@ def task_id_problems(tasks: Sequence[Task]) -> Iterator[tuple[Path, str]]:
         if task.id in seen:
             yield (index, "id"), f'duplicate task id "{task.id}"'
         seen.add(task.id)
+
+
+def task_source_problems(sources: Sequence[TaskSource]) -> Iterator[tuple[Path, str]]:
+    """`((index,), reason)` for every tasksFrom entry that reads what an earlier one reads
+    (the same ConfigMap key, or a whole ConfigMap and one of its keys): read twice, its
+    tasks would only repeat, as duplicate ids."""
+    for index, source in enumerate(sources):
+        for before, other in enumerate(sources[:index]):
+            if other.config_map != source.config_map:
+                continue
+            if other.key is None or source.key is None or other.key == source.key:
+                what = f'key "{source.key}" of ' if source.key is not None else ""
+                yield (
+                    (index,),
+                    f'{what}ConfigMap "{source.config_map}" is already read by '
+                    f"spec.tasksFrom[{before}]",
+                )
+                break
+
+
+def params_json_bytes(params: Mapping[str, Any]) -> int:
+    """The size of `params` as the JSON a trial pod gets in PASSHAT_TASK (ASCII, so its
+    length in characters is its length in bytes); RecursionError when too deep to encode."""
+    return len(json.dumps(params))
 
 
 _RESOURCE_NAME = re.compile(r"^([a-z0-9.-]+/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")

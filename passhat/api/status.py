@@ -27,6 +27,7 @@ __all__ = [
     "EvalStatus",
     "GateResult",
     "KMetrics",
+    "PinnedConfigMap",
     "Progress",
     "Summary",
     "build_summary",
@@ -38,7 +39,8 @@ PHASE_PENDING = "Pending"
 PHASE_RUNNING = "Running"
 # Every slot is final and the gate (if any) passed.
 PHASE_SUCCEEDED = "Succeeded"
-# Every slot is final and the gate failed, or the eval stopped on a ConfigError.
+# Every slot is final and the gate failed, or the eval stopped on a ConfigError or its
+# deadline (spec.activeDeadlineSeconds).
 PHASE_FAILED = "Failed"
 PHASES = (PHASE_PENDING, PHASE_RUNNING, PHASE_SUCCEEDED, PHASE_FAILED)
 
@@ -105,7 +107,7 @@ class Condition(_Model):
     """A condition in the Kubernetes shape (see passhat.api.conditions)."""
 
     type: str = Field(
-        description="Complete, GatePassed, ConfigError, InfraErrorsHigh or ArchivePending."
+        description="Complete, GatePassed, ConfigError, InfraErrorsHigh, ArchivePending or Failed."
     )
     status: Literal["True", "False", "Unknown"] = Field(description="True, False or Unknown.")
     reason: str = Field(description="A CamelCase reason.")
@@ -115,6 +117,18 @@ class Condition(_Model):
     )
     observed_generation: int | None = Field(
         default=None, description="The metadata.generation this condition was computed for."
+    )
+
+
+class PinnedConfigMap(_Model):
+    """A ConfigMap `spec.tasksFrom` reads, as it was when the eval started."""
+
+    config_map: str = Field(description="The ConfigMap's name (in the eval's namespace).")
+    uid: str = Field(description="Its metadata.uid when the tasks were first read.")
+    resource_version: str = Field(description="Its metadata.resourceVersion then.")
+    sha256: str = Field(
+        description="sha256 of the data the tasks were read from (the keys used, as canonical "
+        "JSON); a ConfigMap whose data differs later stops the eval (ConfigError TasksChanged)."
     )
 
 
@@ -153,7 +167,7 @@ class EvalStatus(_Model):
     gate: GateResult | None = Field(default=None, description="The gate's result.")
     conditions: list[Condition] = Field(
         default_factory=list,
-        description="Complete, GatePassed, ConfigError, InfraErrorsHigh, ArchivePending.",
+        description="Complete, GatePassed, ConfigError, InfraErrorsHigh, ArchivePending, Failed.",
         json_schema_extra={
             "x-kubernetes-list-type": "map",
             "x-kubernetes-list-map-keys": ["type"],
@@ -162,6 +176,10 @@ class EvalStatus(_Model):
     ledger: str | None = Field(
         default=None,
         description="Every trial slot's attempts and outcome, packed (zlib + base64).",
+    )
+    task_sources: list[PinnedConfigMap] | None = Field(
+        default=None,
+        description="The tasksFrom ConfigMaps as read when the eval started (pinned).",
     )
 
 

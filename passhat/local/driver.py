@@ -18,6 +18,7 @@ import os
 import signal
 import sys
 import threading
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TextIO, cast
@@ -54,10 +55,20 @@ from passhat.stats import KSummary, summarize_many, tally
 from passhat.trials.ledger import LedgerError, SlotLedger
 from passhat.trials.outcomes import Outcome, Verdict
 
-__all__ = ["EXIT_GATE_FAILED", "EXIT_INTERRUPTED", "EXIT_OK", "RunOptions", "gate_passed", "run"]
+__all__ = [
+    "EXIT_FAILED",
+    "EXIT_GATE_FAILED",
+    "EXIT_INTERRUPTED",
+    "EXIT_OK",
+    "RunOptions",
+    "gate_passed",
+    "run",
+]
 
 EXIT_OK = 0
 EXIT_GATE_FAILED = 1
+# The run failed before every slot was final: past spec.activeDeadlineSeconds.
+EXIT_FAILED = 1
 EXIT_INTERRUPTED = 130
 
 # errno values of an exec that failed because of the command itself
@@ -179,8 +190,9 @@ def _tasks(evaluation: ConsistencyEval, eval_path: str) -> list[Any]:
     return resolve_tasks(spec, maps if spec.tasks_from else {}, source=eval_path)
 
 
-def _execute(executor: Executor) -> bool:
-    """Run the loop in its own thread; SIGINT / SIGTERM stop it (main thread only)."""
+def _execute(executor: Executor, deadline_s: int | None = None) -> tuple[bool, bool]:
+    """Run the loop in its own thread; SIGINT / SIGTERM stop it (main thread only), and
+    so does `deadline_s` (spec.activeDeadlineSeconds) passing. (finished, deadline passed)."""
     outcome: list[bool] = []
     failure: list[BaseException] = []
 
@@ -195,16 +207,21 @@ def _execute(executor: Executor) -> bool:
     if threading.current_thread() is threading.main_thread():
         for sig in (signal.SIGINT, signal.SIGTERM):
             handlers[sig] = signal.signal(sig, lambda *_: executor.stop())
+    late = False
+    ends = None if deadline_s is None else time.monotonic() + deadline_s
     try:
         thread.start()
         while thread.is_alive():
-            thread.join(0.5)
+            thread.join(0.5 if ends is None else max(0.0, min(0.5, ends - time.monotonic())))
+            if ends is not None and not late and time.monotonic() >= ends:
+                late = True
+                executor.stop()
     finally:
         for sig, handler in handlers.items():
             signal.signal(sig, handler)
     if failure:
         raise failure[0]
-    return outcome[0]
+    return outcome[0], late and not outcome[0]
 
 
 def run(
@@ -280,7 +297,7 @@ def _run_locked(
         fresh_transcripts=not numbered,
     )
     try:
-        finished = _execute(executor)
+        finished, late = _execute(executor, evaluation.spec.active_deadline_seconds)
         journal.close()
     except (OSError, SpawnError) as err:
         raise _execution_error(err, plan, eval_path, out) from None
@@ -308,7 +325,15 @@ def _run_locked(
                 gate_passed=passed,
             )
 
-    if not finished:
+    if late:
+        stderr.write(
+            f"passhat: deadline exceeded: the eval was active longer than "
+            f"spec.activeDeadlineSeconds ({evaluation.spec.active_deadline_seconds}s); "
+            f"{ledger.done}/{ledger.slots} trial slots final, running trials were stopped "
+            "and not recorded; the report counts what was scored (continue with: "
+            f"passhat run {eval_path} --out {out} --resume, under a new deadline)\n"
+        )
+    elif not finished:
         stderr.write(
             f"passhat: interrupted with {ledger.done}/{ledger.slots} trial slots done; "
             f"continue with: passhat run {eval_path} --out {out} --resume\n"
@@ -331,7 +356,7 @@ def _run_locked(
         write_file(os.path.join(out, REPORT), html.encode())
     except PasshatError as err:
         stderr.write(f"passhat: warning: {err} (the run itself is recorded)\n")
-    if passed is not None:
+    if passed is not None and not late:
         gate = evaluation.spec.gate
         assert gate is not None
         verdict = "passed" if passed else "FAILED"
@@ -343,6 +368,8 @@ def _run_locked(
     # NB: after the report: a metrics file that cannot be written (checked up front, but
     # the disk may fill meanwhile) must not cost the user the report of a finished run
     write_metrics()
+    if late:
+        return EXIT_FAILED
     return EXIT_OK if passed is not False else EXIT_GATE_FAILED
 
 

@@ -32,6 +32,8 @@ class OperatorConfig:
     image_error_grace_s: float = 60.0
     # A trial pod Pending unschedulable this long is reported (a TrialPodUnschedulable event).
     unschedulable_grace_s: float = 60.0
+    # At most one TrialPodUnschedulable event per eval this often (it counts the pods).
+    unschedulable_event_interval_s: float = 60.0
     # InfraErrorsHigh is True above this infra-error rate.
     infra_error_threshold: float = 0.2
     # Lists capped in status (full lists in `passhat report`).

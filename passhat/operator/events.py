@@ -22,6 +22,7 @@ import kopf
 __all__ = [
     "COMPLETED",
     "CONFIG_ERROR",
+    "DEADLINE_EXCEEDED",
     "FAILED_CREATE",
     "GATE_FAILED",
     "GATE_PASSED",
@@ -32,6 +33,7 @@ __all__ = [
     "RetryLimiter",
     "completed",
     "config_error",
+    "deadline_exceeded",
     "failed_create",
     "gate_result",
     "post",
@@ -54,6 +56,9 @@ FAILED_CREATE = "FailedCreate"
 # Warning: a trial pod could not be scheduled for a while (no node fits its requests,
 # selectors or tolerations); the eval waits, like a Job's pods
 UNSCHEDULABLE = "TrialPodUnschedulable"
+# Warning: the eval was active past spec.activeDeadlineSeconds; its running trials are
+# stopped and it ends Failed with what was scored (a Job's DeadlineExceeded)
+DEADLINE_EXCEEDED = "DeadlineExceeded"
 # Normal: every trial slot is final
 COMPLETED = "Completed"
 # Normal / Warning: the gate's metric met / missed its minimum
@@ -103,17 +108,34 @@ def config_error(*, field: str, message: str) -> Event:
     return Event(WARNING, CONFIG_ERROR, f"{field}: {message}" if field else message)
 
 
+def deadline_exceeded(message: str) -> Event:
+    """The eval ran past its deadline: what was scored stays, the rest never runs."""
+    return Event(
+        WARNING,
+        DEADLINE_EXCEEDED,
+        f"{message}; running trials were stopped and no more start (what was scored stays)",
+    )
+
+
 def failed_create(message: str) -> Event:
     """Creating trial pods failed with an error a retry may get past (e.g. quota)."""
     return Event(WARNING, FAILED_CREATE, f"cannot create trial pods (retrying): {message}")
 
 
-def unschedulable(*, pod: str, waited_s: float, message: str) -> Event:
-    """A trial pod has been Pending unschedulable for `waited_s` seconds."""
+def unschedulable(*, pods: int, pod: str, waited_s: float, message: str) -> Event:
+    """`pods` trial pods have been Pending unschedulable past the grace; `pod` is the one
+    waiting longest (`waited_s` seconds), `message` the scheduler's word on it."""
+    if pods == 1:
+        return Event(
+            WARNING,
+            UNSCHEDULABLE,
+            f"trial pod {pod} has not been scheduled for {waited_s:.0f}s: {message}",
+        )
     return Event(
         WARNING,
         UNSCHEDULABLE,
-        f"trial pod {pod} has not been scheduled for {waited_s:.0f}s: {message}",
+        f"{pods} trial pods have not been scheduled; the longest waiting, {pod}, for "
+        f"{waited_s:.0f}s: {message}",
     )
 
 

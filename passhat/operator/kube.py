@@ -57,6 +57,8 @@ LIST_PAGE_SIZE = "500"
 _UNRECORDED = f"!{LABEL_RECORDED}"
 # How long the end of a keep or release is remembered (longer than any LIST takes).
 _RELEASED_HORIZON_S = 600.0
+# A GET of only an object's metadata (a PartialObjectMetadata), not its data.
+_METADATA_ONLY = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
 # JSON-patch path of the recorded label ("/" in a key is "~1", RFC 6901).
 _RECORDED_PATH = "/metadata/labels/" + LABEL_RECORDED.replace("~", "~0").replace("/", "~1")
 
@@ -105,6 +107,11 @@ class EvalApi(Protocol):
 
     def get_config_map(self, namespace: str, name: str) -> dict[str, Any] | None:
         """A ConfigMap; None when it does not exist."""
+        ...
+
+    def get_config_map_meta(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """A ConfigMap's metadata only (uid, resourceVersion, ...); None when it does not
+        exist."""
         ...
 
     def patch_eval_status(
@@ -279,14 +286,17 @@ class Kube:
         content_type: str = "application/json",
         ok_statuses: tuple[int, ...] = (),
         raw: bool = False,
+        accept: str | None = None,
     ) -> tuple[int, Any]:
         """(status, parsed JSON body, or the bytes with `raw` on success); retries
-        transient failures; raises ApiError."""
+        transient failures; raises ApiError. `accept`: another JSON media type."""
         url_path = path + ("?" + urllib.parse.urlencode(query) if query else "")
         attempts = self._config.request_retries + 1
         for attempt in range(attempts):
             try:
-                status, data = self._once(method, url_path, body, content_type, raw=raw)
+                status, data = self._once(
+                    method, url_path, body, content_type, raw=raw, accept=accept
+                )
             except (urllib3.exceptions.HTTPError, OSError) as err:
                 status, data = 0, {"message": f"{type(err).__name__}: {err}"}
             if 200 <= status < 300 or status in ok_statuses:
@@ -303,9 +313,17 @@ class Kube:
         raise error(verb, status, message)
 
     def _once(
-        self, method: str, url_path: str, body: Any, content_type: str, *, raw: bool = False
+        self,
+        method: str,
+        url_path: str,
+        body: Any,
+        content_type: str,
+        *,
+        raw: bool = False,
+        accept: str | None = None,
     ) -> tuple[int, Any]:
-        headers = {"Accept": "*/*" if raw else "application/json", "Content-Type": content_type}
+        media = accept or ("*/*" if raw else "application/json")
+        headers = {"Accept": media, "Content-Type": content_type}
         method, url, headers, serialized, _ = self._client.param_serialize(
             method=method,
             resource_path=url_path,
@@ -407,6 +425,16 @@ class Kube:
             ok_statuses=(404,),
         )
         return None if status == 404 else dict(data)
+
+    def get_config_map_meta(self, namespace: str, name: str) -> dict[str, Any] | None:
+        status, data = self._request(
+            "get",
+            "GET",
+            f"/api/v1/namespaces/{namespace}/configmaps/{name}",
+            ok_statuses=(404,),
+            accept=_METADATA_ONLY,
+        )
+        return None if status == 404 else dict(data.get("metadata") or {})
 
     def patch_eval_status(
         self, namespace: str, name: str, resource_version: str, status: Mapping[str, Any]

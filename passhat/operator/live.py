@@ -18,6 +18,7 @@ from passhat.api.errors import InputError, SpecError, UsageError
 from passhat.api.load import parse_spec, resolve_tasks
 from passhat.api.spec import EvalSpec
 from passhat.operator.kube import ApiError, Kube, load_client_config
+from passhat.operator.taskpin import pin_problems
 from passhat.stats import TaskTally
 from passhat.trials.ledger import LedgerError, SlotLedger
 
@@ -94,8 +95,26 @@ def tallies_of(
         spec = parse_spec(obj.get("spec"))
     except SpecError as err:
         raise SpecError(err.reason, field=err.field, path=where) from None
-    task_ids = [task.id for task in resolve_tasks(spec, config_maps, source=where)]
     status = obj.get("status") or {}
+    # NB: the ledger counts the tasks the eval started with (status.taskSources): a
+    # ConfigMap changed since then would name other tasks, so it is refused, never used
+    pinned = status.get("taskSources") or []
+    changed = pin_problems(
+        spec,
+        pinned,
+        {name: {"data": data} for name, data in config_maps.items()},
+        check_uid=False,
+    )
+    if changed:
+        name = meta.get("name")
+        raise InputError(
+            f"spec.tasksFrom: {'; '.join(changed)}: the report cannot say which tasks the "
+            "ledger counted; restore the ConfigMap's data, or score the eval's archived "
+            f"attempts, which carry their task ids: passhat trials {name} --out "
+            "trials.jsonl && passhat score trials.jsonl",
+            path=where,
+        )
+    task_ids = [task.id for task in resolve_tasks(spec, config_maps, source=where)]
     packed = status.get("ledger")
     if not packed:
         ledger = SlotLedger(len(task_ids), spec.trials)

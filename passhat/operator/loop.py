@@ -45,11 +45,12 @@ from typing import Any
 
 from passhat.api import conditions as cond
 from passhat.api.errors import SpecError
-from passhat.api.load import parse_spec, resolve_tasks
+from passhat.api.load import config_map_names, parse_spec, resolve_tasks
 from passhat.api.spec import EvalSpec, Task
 from passhat.operator import events
 from passhat.operator.archive import Archiver, RecordedAttempt, manifest_of
 from passhat.operator.config import OperatorConfig
+from passhat.operator.deadline import deadline_exceeded_status, deadline_message
 from passhat.operator.kube import ApiError, Conflict, EvalApi
 from passhat.operator.pods import (
     FINALIZER,
@@ -71,6 +72,7 @@ from passhat.operator.status import (
     infra_errors_by_reason,
     is_terminal,
 )
+from passhat.operator.taskpin import PinCheck, pin_problems, pins_of
 from passhat.trials.classify_pod import (
     classify_pod,
     parse_timestamp,
@@ -124,6 +126,9 @@ class PassResult:
 class _Resolved:
     spec: EvalSpec
     tasks: list[Task]
+    # status.taskSources, and the per-pass check that they still hold (tasksFrom only).
+    pins: list[dict[str, Any]] = field(default_factory=list)
+    pin_check: PinCheck | None = None
 
 
 class _ConfigProblem(Exception):
@@ -234,6 +239,9 @@ class EvalLoop:
         # The last error creating pods (quota, ...), None once creates work again.
         self._create_failing: str | None = None
         self._reported: set[str] = set()
+        # This pass's unschedulable pods (name, waited_s, message); the last event's time.
+        self._unschedulable: dict[str, tuple[float, str]] = {}
+        self._unschedulable_reported_at: float | None = None
 
     # -- spec and tasks -------------------------------------------------------------------
 
@@ -252,11 +260,20 @@ class EvalLoop:
             raise _ConfigProblem(
                 "; ".join(problems), reason=cond.REASON_UNSAFE_TEMPLATE, terminal=True
             )
-        config_maps: dict[str, dict[str, str]] = {}
-        for source in spec.tasks_from or []:
-            config_map = self.api.get_config_map(self.ref.namespace, source.config_map)
-            if config_map is not None:
-                config_maps[source.config_map] = dict(config_map.get("data") or {})
+        objects = {
+            name: self.api.get_config_map(self.ref.namespace, name)
+            for name in config_map_names(spec)
+        }
+        # NB: the ConfigMaps as the eval started with them (taskpin.py): never other tasks
+        pinned = (body.get("status") or {}).get("taskSources") or []
+        changed = pin_problems(spec, pinned, objects) if pinned else []
+        if changed:
+            raise _ConfigProblem(
+                _tasks_changed_message(changed), reason=cond.REASON_TASKS_CHANGED, terminal=True
+            )
+        config_maps = {
+            name: dict(obj.get("data") or {}) for name, obj in objects.items() if obj is not None
+        }
         try:
             tasks = resolve_tasks(spec, config_maps)
         except SpecError as err:
@@ -264,7 +281,11 @@ class EvalLoop:
             raise _ConfigProblem(
                 str(err), reason=cond.REASON_TASKS_UNAVAILABLE, terminal=started
             ) from None
-        resolved = _Resolved(spec, tasks)
+        pins = [dict(pin) for pin in pinned] or pins_of(
+            spec, {name: obj for name, obj in objects.items() if obj is not None}
+        )
+        check = PinCheck(self.api, self.ref.namespace, spec, pins) if pins else None
+        resolved = _Resolved(spec, tasks, pins, check)
         self._resolved = (generation, resolved)
         return resolved
 
@@ -350,6 +371,7 @@ class EvalLoop:
             recorded.append(_fold(ledger, plan, tasks, key, verdict, _duration(pod)))
             done.append(pod)
 
+        self._report_unschedulable(body, now)
         for key, name in self._taken_slots(ledger, live):
             # The attempt's pod name is taken by a pod no pass lists (its labels were
             # changed or removed): that attempt is lost, the next one gets a new name.
@@ -377,6 +399,10 @@ class EvalLoop:
         start_problem = self._note_start_failures(
             recorded, spec, ledger, [task.id for task in tasks]
         )
+        # NB: past spec.activeDeadlineSeconds the eval ends as a Job does (deadline.py).
+        late = None if ledger.complete else deadline_message(body, now)
+        changed = None if ledger.complete or late else _pins_broken(resolved)
+        stopping = start_problem is not None or late is not None or changed is not None
         archiving = self._archiver is not None
         archive_error = self._archiver.failing(ref.uid) if self._archiver is not None else None
         # NB: with a record store, held pods waiting for their archive count against
@@ -384,7 +410,7 @@ class EvalLoop:
         # the store is down the eval pauses instead of piling up held pods.
         waiting_now = held + (len(recorded) if archive_error is not None else 0)
         capacity = spec.parallelism - len(live) - (waiting_now if archiving else 0)
-        to_create = [] if start_problem else self._plan_creates(ledger, live, capacity, now)
+        to_create = [] if stopping else self._plan_creates(ledger, live, capacity, now)
         archive_waiting = (
             len(recorded) + held + api.releasing(ref.namespace, ref.uid) if archiving else 0
         )
@@ -394,7 +420,8 @@ class EvalLoop:
         idle = (
             not recorded
             and not to_create
-            and start_problem is None
+            and not stopping
+            and (previous.get("taskSources") or []) == resolved.pins
             and "ledger" in previous
             and previous.get("observedGeneration") == generation
             and progress.get("running") == len(live)
@@ -436,8 +463,22 @@ class EvalLoop:
                     ),
                     archive_waiting=archive_waiting,
                     archive_error=archive_error,
+                    task_sources=resolved.pins,
                 )
             )
+            if late is not None:
+                status = deadline_exceeded_status(
+                    status, message=late, generation=generation, now=now
+                )
+            elif changed is not None:
+                status = config_error_status(
+                    previous=status,
+                    message=changed,
+                    reason=cond.REASON_TASKS_CHANGED,
+                    terminal=True,
+                    generation=generation,
+                    now=now,
+                )
         patch = _status_patch(status, previous) if status is not None else None
         if status is None or patch is None:
             status = None
@@ -446,11 +487,11 @@ class EvalLoop:
                 api.patch_eval_status(ref.namespace, ref.name, rv, patch)
             except Conflict:
                 return PassResult(PassState.CONFLICT)
-            self._after_write(body, previous, status, recorded, start_problem, now)
+            self._after_write(body, previous, status, recorded, start_problem or changed, now)
 
         # From here on the recorded outcomes are safe in status.
         # NB: a stopped eval lets every pod go, also the live ones (they are deleted).
-        keep, release = _dispose(list(pods) if start_problem is not None else done, ledger)
+        keep, release = _dispose(list(pods) if stopping else done, ledger)
         create = [build_pod(eval_ref=ref, spec=spec, task=tasks[k.task], key=k) for k in to_create]
         let_go = len(keep) + len(release)
         if let_go or create:
@@ -479,7 +520,7 @@ class EvalLoop:
                 self._create_failing = None
             names = {pod_name(ref, key): key for key in to_create}
             self._taken = {names[name]: name for name in taken if name in names}
-        if start_problem is not None:
+        if stopping:
             return PassResult(PassState.DONE, recorded, 0, let_go, status)
         finished = ledger.complete and not live and not archive_waiting
         state = PassState.DONE if finished else PassState.CONTINUE
@@ -688,6 +729,8 @@ class EvalLoop:
             self._on_status(self.ref, status)
         if config_message is not None:
             self._emit(body, events.config_error(field="", message=config_message))
+        elif condition_status(status, cond.FAILED) == "True" and not is_terminal(previous):
+            self._emit(body, events.deadline_exceeded(str(status.get("message") or "")))
         elif is_terminal(status) and not is_terminal(previous):
             self._emit(body, events.completed(status))
             gate = status.get("gate")
@@ -713,14 +756,18 @@ class EvalLoop:
         problem: _ConfigProblem,
         now: float,
     ) -> PassResult:
+        # NB: an eval waiting for its tasks' ConfigMap waits no longer than its deadline
+        late = None if problem.terminal else deadline_message(body, now)
         status = config_error_status(
             previous=previous,
             message=problem.message,
             reason=problem.reason,
-            terminal=problem.terminal,
+            terminal=problem.terminal or late is not None,
             generation=generation,
             now=now,
         )
+        if late is not None:
+            status = deadline_exceeded_status(status, message=late, generation=generation, now=now)
         written: dict[str, Any] | None = None
         patch = _status_patch(status, previous)
         if patch is not None:
@@ -731,7 +778,10 @@ class EvalLoop:
             written = status
             if self._on_status is not None:
                 self._on_status(self.ref, status)
-            self._emit(body, events.config_error(field="", message=problem.message))
+            if late is not None:
+                self._emit(body, events.deadline_exceeded(late))
+            else:
+                self._emit(body, events.config_error(field="", message=problem.message))
         if pods:
             ledger = _ledger_of(previous)
             keep, release = _dispose(list(pods), ledger)
@@ -739,7 +789,7 @@ class EvalLoop:
             self.api.settle(
                 self.ref.namespace, keep=keep, release=release, create=[], before=before
             )
-        state = PassState.DONE if problem.terminal else PassState.CONTINUE
+        state = PassState.DONE if problem.terminal or late else PassState.CONTINUE
         return PassResult(state, released=len(pods), status=written)
 
     def _taken_slots(
@@ -767,7 +817,7 @@ class EvalLoop:
     def _note_unschedulable(
         self, body: Mapping[str, Any], pod: Mapping[str, Any], now: float
     ) -> None:
-        """Report (once per pod) a pod the scheduler has not placed for a while."""
+        """Note a pod the scheduler has not placed for a while (reported once per pass)."""
         condition = next(
             (
                 item
@@ -783,12 +833,25 @@ class EvalLoop:
         created = parse_timestamp((pod.get("metadata") or {}).get("creationTimestamp"))
         if created is None or now - created < self.config.unschedulable_grace_s:
             return
-        name = _name(pod)
-        if f"unschedulable:{name}" in self._reported:
-            return
-        self._reported.add(f"unschedulable:{name}")
         message = str(condition.get("message") or "no node fits the pod")
-        self._emit(body, events.unschedulable(pod=name, waited_s=now - created, message=message))
+        self._unschedulable[_name(pod)] = (now - created, message)
+
+    def _report_unschedulable(self, body: Mapping[str, Any], now: float) -> None:
+        """One TrialPodUnschedulable event for the pods this pass noted, at most one per
+        `unschedulable_event_interval_s` per eval (a quota-less 5,000-pod eval on a full
+        cluster would otherwise post 5,000 events)."""
+        noted, self._unschedulable = self._unschedulable, {}
+        if not noted:
+            return
+        last = self._unschedulable_reported_at
+        if last is not None and now - last < self.config.unschedulable_event_interval_s:
+            return
+        self._unschedulable_reported_at = now
+        name, (waited, message) = max(noted.items(), key=lambda item: (item[1][0], item[0]))
+        self._emit(
+            body,
+            events.unschedulable(pods=len(noted), pod=name, waited_s=waited, message=message),
+        )
 
     def _warn_once(self, message: str) -> None:
         if message not in self._reported:
@@ -798,6 +861,19 @@ class EvalLoop:
     def _emit(self, body: Mapping[str, Any], event: events.Event) -> None:
         if self._post_event is not None:
             self._post_event(body, event)
+
+
+def _pins_broken(resolved: _Resolved) -> str | None:
+    """The ConfigError message when a pinned tasksFrom ConfigMap changed since the start."""
+    problems = resolved.pin_check.problems() if resolved.pin_check is not None else []
+    return _tasks_changed_message(problems) if problems else None
+
+
+def _tasks_changed_message(problems: list[str]) -> str:
+    return (
+        f"spec.tasksFrom: {'; '.join(problems)}; the eval runs only the tasks it started "
+        "with: restore the ConfigMap's data, or create a new eval"
+    )
 
 
 def _refused_for_good(err: ApiError) -> bool:

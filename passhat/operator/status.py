@@ -52,8 +52,11 @@ def condition_status(status: Mapping[str, Any], kind: str) -> str | None:
 
 
 def is_terminal(status: Mapping[str, Any]) -> bool:
-    """Whether the eval is finished for good: complete, or stopped by a ConfigError."""
+    """Whether the eval is finished for good: complete, failed (its deadline passed), or
+    stopped by a ConfigError."""
     if condition_status(status, cond.COMPLETE) == "True":
+        return True
+    if condition_status(status, cond.FAILED) == "True":
         return True
     return status.get("phase") == PHASE_FAILED and (
         condition_status(status, cond.CONFIG_ERROR) == "True"
@@ -79,6 +82,8 @@ class StatusInputs:
     archive_waiting: int = 0
     # The record store's last error while archiving this eval's attempts, if it failed.
     archive_error: str | None = None
+    # status.taskSources: the tasksFrom ConfigMaps as pinned at the start (taskpin.py).
+    task_sources: Sequence[Mapping[str, Any]] = ()
 
 
 def _conditions(previous: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -214,6 +219,8 @@ def build_status(inputs: StatusInputs) -> dict[str, Any]:
     }
     if gate is not None:
         status["gate"] = gate
+    if inputs.task_sources:
+        status["taskSources"] = [dict(pin) for pin in inputs.task_sources]
     if complete:
         status["completionTime"] = previous.get("completionTime") or cond.timestamp(now)
     return status

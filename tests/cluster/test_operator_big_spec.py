@@ -49,8 +49,8 @@ def base(name: str, *, tasks: int, params_kib: int) -> Manifest:
 
 
 def big_spec() -> Manifest:
-    """A spec of 300 KiB: 3 tasks with 100 KiB of params each."""
-    return base("big-spec", tasks=3, params_kib=100)
+    """A spec of 300 KiB: 5 tasks with 60 KiB of params each (params are at most 64 KiB)."""
+    return base("big-spec", tasks=5, params_kib=60)
 
 
 def big_annotation() -> Manifest:

@@ -109,10 +109,16 @@ def _tasks(n: int) -> Callable[[Manifest], None]:
 
 
 def _too_large(m: Manifest) -> None:
-    """900 KiB of params (the eval stays under etcd's 1.5 MiB) copied into the env of four
-    containers: a pod body over the API server's 3 MiB request limit."""
-    m["spec"]["tasks"][0]["params"] = {"blob": "x" * (900 * 1024)}
-    pod_spec(m)["containers"] = [{**container(m), "name": f"c{i}"} for i in range(4)]
+    """63 KiB of params (under their 64 KiB limit) copied into the env of 52 containers: a
+    pod body over the API server's 3 MiB request limit."""
+    m["spec"]["tasks"][0]["params"] = {"blob": "x" * (63 * 1024)}
+    pod_spec(m)["containers"] = [{**container(m), "name": f"c{i}"} for i in range(52)]
+
+
+def _read_twice(m: Manifest) -> None:
+    """Key t of a ConfigMap, then the whole ConfigMap again."""
+    tasks_from(m, "twice-suite", "t")
+    m["spec"]["tasksFrom"].append({"configMap": "twice-suite"})
 
 
 def _with(fn: Callable[[Manifest], Any]) -> Callable[[Manifest], None]:
@@ -201,6 +207,19 @@ CASES = [
         "too-many-trial-slots",
         _with(lambda m: (_tasks(201)(m), _set("trials", 1000)(m))),
         r"trial slots|\btasks\b|\btrials\b",
+    ),
+    # Bounded input (#17 §2): one eval may not take the operator from the others.
+    Case("parallelism-over-10000", _set("parallelism", 10_001), r"\bparallelism\b"),
+    Case(
+        "params-over-64-kib",
+        _set("tasks", [{"id": "a", "params": {"blob": "x" * (65 * 1024)}}]),
+        r"spec\.tasks\[0\]\.params: \d+ bytes as JSON",
+    ),
+    Case(
+        "config-map-read-twice",
+        _read_twice,
+        r"tasksFrom\[1\].*already read by spec\.tasksFrom\[0\]",
+        config_maps={"twice-suite": {"t": "[{id: a}]"}},
     ),
     Case("gate-k-above-trials", _set("gate", {"metric": "passHatK", "k": 3, "min": 0.5}), "gate"),
     Case("gate-min-above-one", _set("gate", {"metric": "passHatK", "k": 1, "min": 1.5}), r"min"),

@@ -28,7 +28,8 @@ def test_nul_in_env_is_refused_before_any_trial(run_eval: RunEval) -> None:
 
 
 def test_params_over_128_kib_are_refused(run_eval: RunEval) -> None:
-    """PASSHAT_TASK over the kernel's per-variable limit (E2BIG) names the task's params."""
+    """PASSHAT_TASK over the kernel's per-variable limit (E2BIG) names the task's params
+    (the spec's 64 KiB limit on params refuses them first)."""
     doc = eval_doc("exit 0", tasks=["a", "b"])
     doc["spec"]["tasks"][1]["params"] = {"blob": "x" * (130 * 1024)}
     done, out = run_eval(doc)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from tests.local.local_helpers import RunEval, by_slot, eval_doc, rows
 
 # "stubborn" ignores SIGTERM (so it needs the SIGKILL after the grace period) and leaves a
@@ -38,3 +40,19 @@ def test_timeout_is_fail(run_eval: RunEval) -> None:
     proc, out = run_eval(doc)
     assert proc.returncode == 0, proc.stderr
     assert [(r["outcome"], r["reason"]) for r in rows(out)] == [("fail", "timeout")]
+
+
+def test_active_deadline_stops_the_run_and_reports_what_was_scored(run_eval: RunEval) -> None:
+    """spec.activeDeadlineSeconds: past it the running attempts are stopped (not
+    recorded), no more start, the report counts what was scored and the exit code is 1."""
+    doc = eval_doc(SCRIPT, tasks=["quick", "hang"], trials=1, parallelism=2)
+    doc["spec"]["activeDeadlineSeconds"] = 2
+    doc["spec"]["ks"] = [1]
+    proc, out = run_eval(doc, "--format", "json")
+    assert proc.returncode == 1, proc.stderr
+    assert "passhat: deadline exceeded: the eval was active longer than " in proc.stderr
+    assert "spec.activeDeadlineSeconds (2s); 1/2 trial slots final" in proc.stderr
+    assert [(r["task_id"], r["outcome"]) for r in rows(out)] == [("quick", "pass")]
+    (row,) = json.loads(proc.stdout)
+    assert row["tasks_scored"] == 1 and row["k"] == 1
+    assert (out / "report.html").exists()

@@ -17,6 +17,7 @@ import copy
 import itertools
 import json
 import random
+import zlib
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -153,7 +154,24 @@ class FakeApi:
     def get_config_map(self, namespace: str, name: str) -> dict[str, Any] | None:
         self._call()
         body = self.config_maps.get(name)
-        return copy.deepcopy(body) if body is not None else None
+        return self._config_map_with_metadata(name, body) if body is not None else None
+
+    def get_config_map_meta(self, namespace: str, name: str) -> dict[str, Any] | None:
+        self._call()
+        body = self.config_maps.get(name)
+        return self._config_map_with_metadata(name, body)["metadata"] if body is not None else None
+
+    @staticmethod
+    def _config_map_with_metadata(name: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        """A stored ConfigMap as the API server returns it: a test may store only `data`;
+        then its uid is fixed by its name and its resourceVersion changes with its data."""
+        out = copy.deepcopy(dict(body))
+        meta = out.setdefault("metadata", {})
+        meta.setdefault("name", name)
+        meta.setdefault("uid", f"cm-uid-{name}")
+        data = json.dumps(out.get("data") or {}, sort_keys=True)
+        meta.setdefault("resourceVersion", str(zlib.crc32(data.encode())))
+        return out
 
     def patch_eval_status(
         self, namespace: str, name: str, resource_version: str, status: Mapping[str, Any]

@@ -11,9 +11,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pydantic import ValidationError
 
 from passhat.api.errors import InputError, PasshatError, SpecError
-from passhat.api.spec import ConsistencyEval
+from passhat.api.spec import ConsistencyEval, Task
 from passhat.local.driver import _execution_error
 from passhat.local.executor import MAX_SLEEP, NAME_MAX, transcript_name
 from passhat.local.journal import Journal, JournalError
@@ -129,12 +130,20 @@ def test_nul_in_args_is_refused() -> None:
 
 
 def test_params_over_the_kernel_limit_are_refused() -> None:
-    """PASSHAT_TASK over 128 KiB (E2BIG at exec) is refused on spec.tasks[i].params."""
+    """PASSHAT_TASK over 128 KiB (E2BIG at exec) is refused on spec.tasks[i].params: by
+    the model's 64 KiB limit first, and by the plan for a task that skipped the model."""
     doc = eval_doc("true", tasks=["a", "b"])
     doc["spec"]["tasks"][1]["params"] = {"blob": "x" * (130 * 1024)}
+    with pytest.raises(ValidationError, match="more than 64 KiB per task"):
+        ConsistencyEval.model_validate(doc)
+    del doc["spec"]["tasks"][1]["params"]
     evaluation = ConsistencyEval.model_validate(doc)
+    tasks = [
+        (evaluation.spec.tasks or [])[0],
+        Task.model_construct(id="b", params={"blob": "x" * (130 * 1024)}),
+    ]
     with pytest.raises(SpecError) as caught:
-        make_plan(evaluation, evaluation.spec.tasks or [], source="v.yaml", eval_dir="/")
+        make_plan(evaluation, tasks, source="v.yaml", eval_dir="/")
     assert caught.value.field == "spec.tasks[1].params"
     assert "131072" in caught.value.reason
 

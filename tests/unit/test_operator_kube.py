@@ -288,3 +288,32 @@ def test_settle_returns_the_names_a_create_found_taken() -> None:
     created = [{"metadata": {"name": "fresh"}}, {"metadata": {"name": "taken"}}]
     assert kube.settle("ns", keep=[], release=[], create=created[:1]) == []
     assert kube.settle("ns", keep=[], release=[], create=created[1:]) == ["taken"]
+
+
+def test_config_map_metadata_is_a_partial_object_metadata_get() -> None:
+    """get_config_map_meta asks the API server for metadata only (not the data it pins)
+    and answers None for a missing ConfigMap."""
+    seen: list[tuple[str, str | None]] = []
+
+    class MetaKube(Kube):
+        def _once(
+            self, method: str, url_path: str, body: Any, content_type: str, **kwargs: Any
+        ) -> tuple[int, Any]:
+            seen.append((url_path, kwargs.get("accept")))
+            if url_path.endswith("/gone"):
+                return 404, {"message": "not found"}
+            return 200, {"kind": "PartialObjectMetadata", "metadata": {"uid": "u", "name": "s"}}
+
+    kube = MetaKube(client.Configuration())
+    assert kube.get_config_map_meta("ns", "s") == {"uid": "u", "name": "s"}
+    assert kube.get_config_map_meta("ns", "gone") is None
+    assert seen == [
+        (
+            "/api/v1/namespaces/ns/configmaps/s",
+            "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1",
+        ),
+        (
+            "/api/v1/namespaces/ns/configmaps/gone",
+            "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1",
+        ),
+    ]

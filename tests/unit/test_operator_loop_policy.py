@@ -103,10 +103,11 @@ def test_type_confusion_is_a_config_error_with_the_servers_message() -> None:
 
 def test_pod_too_large_for_the_api_server_is_a_config_error() -> None:
     """A task whose params, copied into every container's env, make a pod body over the API
-    server's 3 MiB request limit (413) stops the eval instead of being retried forever."""
-    harness = harness_for({"containers": [{**AGENT, "name": f"c{i}"} for i in range(4)]})
+    server's 3 MiB request limit (413) stops the eval instead of being retried forever
+    (63 KiB of params, under their 64 KiB limit, in 52 containers)."""
+    harness = harness_for({"containers": [{**AGENT, "name": f"c{i}"} for i in range(52)]})
     body = harness.api.evals["demo"]
-    body["spec"]["tasks"][0]["params"] = {"blob": "x" * (900 * 1024)}
+    body["spec"]["tasks"][0]["params"] = {"blob": "x" * (63 * 1024)}
     harness.loop.run_pass()
     harness.loop.run_pass()
     message = config_error(harness)

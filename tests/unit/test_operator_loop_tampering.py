@@ -125,9 +125,19 @@ def test_quota_refusal_is_reported_once_and_retried() -> None:
     assert len(harness.api.pods) == 1
 
 
-def test_unschedulable_pod_is_reported_after_the_grace() -> None:
-    """A pod Pending as unschedulable past the grace gets one TrialPodUnschedulable event."""
-    harness = harness_of(1)
+UNSCHEDULABLE = [
+    {
+        "type": "PodScheduled",
+        "status": "False",
+        "reason": "Unschedulable",
+        "message": "0/2 nodes are available: 2 Insufficient cpu.",
+    }
+]
+
+
+def posting_harness(trials: int) -> tuple[Harness, list[events.Event]]:
+    """harness_of(trials) whose loop keeps the events it posts."""
+    harness = harness_of(trials)
     posted: list[events.Event] = []
     ref: EvalRef = harness.ref
     harness.loop = EvalLoop(
@@ -137,16 +147,15 @@ def test_unschedulable_pod_is_reported_after_the_grace() -> None:
         clock=harness.clock,
         post_event=lambda body, event: posted.append(event),
     )
+    return harness, posted
+
+
+def test_unschedulable_pod_is_reported_after_the_grace() -> None:
+    """A pod Pending as unschedulable past the grace gets one TrialPodUnschedulable event."""
+    harness, posted = posting_harness(1)
     harness.loop.run_pass()
     (name,) = harness.api.pods
-    harness.api.pods[name]["status"]["conditions"] = [
-        {
-            "type": "PodScheduled",
-            "status": "False",
-            "reason": "Unschedulable",
-            "message": "0/2 nodes are available: 2 Insufficient cpu.",
-        }
-    ]
+    harness.api.pods[name]["status"]["conditions"] = UNSCHEDULABLE
     harness.loop.run_pass()
     assert posted == []
     harness.clock.now += harness.loop.config.unschedulable_grace_s + 1
@@ -154,3 +163,34 @@ def test_unschedulable_pod_is_reported_after_the_grace() -> None:
     harness.loop.run_pass()
     assert [event.reason for event in posted] == [events.UNSCHEDULABLE]
     assert "Insufficient cpu" in posted[0].message
+    assert posted[0].message.startswith(f"trial pod {name} has not been scheduled for 61s")
+
+
+def test_unschedulable_events_are_one_per_eval_per_interval_with_a_count() -> None:
+    """Four unschedulable pods are one event that counts them and names the longest
+    waiting; another comes only after unschedulable_event_interval_s (60 s), while they
+    still wait; none once they are scheduled."""
+    harness, posted = posting_harness(4)
+    harness.loop.run_pass()
+    names = sorted(harness.api.pods)
+    assert len(names) == 4
+    for name in names:
+        harness.api.pods[name]["status"]["conditions"] = UNSCHEDULABLE
+    harness.api.pods[names[2]]["metadata"]["creationTimestamp"] = "2023-11-14T22:10:00Z"
+    harness.clock.now += harness.loop.config.unschedulable_grace_s + 1
+    for _ in range(20):
+        harness.clock.now += 1
+        harness.loop.run_pass()
+    assert [event.reason for event in posted] == [events.UNSCHEDULABLE]
+    assert posted[0].message.startswith(
+        f"4 trial pods have not been scheduled; the longest waiting, {names[2]}, for "
+    )
+    assert "Insufficient cpu" in posted[0].message
+    harness.clock.now += harness.loop.config.unschedulable_event_interval_s
+    harness.loop.run_pass()
+    assert len(posted) == 2 and posted[1].message.startswith("4 trial pods")
+    for name in names:
+        harness.api.pods[name]["status"]["conditions"] = []
+    harness.clock.now += 10 * harness.loop.config.unschedulable_event_interval_s
+    harness.loop.run_pass()
+    assert len(posted) == 2
