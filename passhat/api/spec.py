@@ -48,6 +48,7 @@ __all__ = [
     "EvalSpec",
     "ExitCodes",
     "Gate",
+    "GraderSpec",
     "Grading",
     "Metadata",
     "RetryPolicy",
@@ -264,11 +265,40 @@ class ExitCodes(_Model):
         return self
 
 
+class GraderSpec(_Model):
+    """The eval's grader, for regrading stored transcripts (`passhat regrade`).
+
+    The contract of `passhat trial --grader`: the transcript on stdin and at
+    `$PASSHAT_TRANSCRIPT`, a result JSON as the last output line or exit 0 pass / 1 fail /
+    75 infra error. Locally `command` runs as a shell command (its items shell-quoted);
+    on a cluster it is the command of a container running `image`.
+    """
+
+    image: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=512,
+        description="Container image the grader runs in on a cluster; unused locally.",
+    )
+    command: list[Annotated[str, Field(min_length=1, max_length=4096)]] = Field(
+        min_length=1,
+        max_length=64,
+        description="The grader's command (argv): a container command on a cluster, run "
+        "with its items shell-quoted locally.",
+    )
+
+
 class Grading(_Model):
-    """How a finished attempt is graded when it writes no result JSON."""
+    """How a finished attempt is graded when it writes no result JSON, and by what grader
+    its transcript is regraded."""
 
     exit_codes: ExitCodes = Field(
         default_factory=ExitCodes, description="Exit code lists for pass, fail and infraError."
+    )
+    grader: GraderSpec | None = Field(
+        default=None,
+        description="The grader `passhat regrade` runs on stored transcripts when no "
+        "--grader is given.",
     )
 
 
