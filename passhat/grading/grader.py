@@ -185,6 +185,5 @@ def run_grader(
     if code == 75:
         return Grade(Outcome.INFRA_ERROR, REPORTED, message="the grader exited 75")
     last = _last_line(stderr.decode("utf-8", "replace"))[:200]
-    return Grade(
-        Outcome.INFRA_ERROR, GRADER_ERROR, message=f"the grader exited {code}: {last}".rstrip()
-    )
+    how = f"was killed by signal {-code}" if code < 0 else f"exited {code}"
+    return Grade(Outcome.INFRA_ERROR, GRADER_ERROR, message=f"the grader {how}: {last}".rstrip())

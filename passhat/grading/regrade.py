@@ -18,12 +18,14 @@ from __future__ import annotations
 import os
 import shlex
 import tempfile
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from passhat.api.errors import UsageError
 from passhat.grading.grader import Grade, GraderProcesses, run_grader
 from passhat.grading.noise import GraderCheck, TranscriptGrades, sample_graded
 from passhat.records.layout import transcript_relpath
+from passhat.records.record import AttemptRecord
 from passhat.records.source import Source
 from passhat.trials.outcomes import Outcome
 
@@ -63,15 +65,19 @@ def regrade(
     source: Source,
     grader: str,
     *,
+    records: Sequence[AttemptRecord] | None = None,
     sample: int | None = None,
     times: int = 3,
     seed: int = 0,
     parallelism: int = DEFAULT_PARALLELISM,
     timeout: float = DEFAULT_TIMEOUT_S,
 ) -> GraderCheck:
-    """Grade a seeded sample of the source's graded attempts `times` times each."""
+    """Grade a seeded sample of the source's graded attempts `times` times each
+    (`records`: the source's, when the caller has read them already)."""
     _check_options(sample=sample, times=times, parallelism=parallelism, timeout=timeout)
-    chosen = sample_graded(source.records(), sample=sample, seed=seed)
+    chosen = sample_graded(
+        source.records() if records is None else records, sample=sample, seed=seed
+    )
     if not chosen.chosen:
         raise UsageError(
             f"{source.title}: no graded attempt to regrade ({chosen.infra_skipped} infra "

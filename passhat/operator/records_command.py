@@ -249,16 +249,18 @@ def _regrade(args: argparse.Namespace) -> int:
             f"--grader: not given, and the eval of {source.title} declares no "
             "spec.grading.grader (give the grader command)"
         )
+    records = source.records()
     check = regrade(
         source,
         grader,
+        records=records,
         sample=args.sample,
         times=args.times,
         seed=args.seed,
         parallelism=args.parallelism,
         timeout=args.timeout,
     )
-    text = render_regrade(check, args.format, records=source.records(), title=source.title)
+    text = render_regrade(check, args.format, records=records, title=source.title)
     with _reader_may_leave():
         sys.stdout.write(text)
         sys.stdout.flush()
@@ -275,7 +277,7 @@ def add_regrade_parser(subparsers: Subparsers) -> None:
         description="Grade a seeded sample of the graded attempts of SOURCE (infra attempts "
         "were never graded: skipped and counted apart) R times each, without rerunning the "
         "agent, P gradings at a time, each within --timeout. Reports the noise rate (the "
-        "share of transcripts that got both a pass and a fail) with its 95%% interval, the "
+        "share of transcripts that got both a pass and a fail) with its 95% interval, the "
         "share whose majority regrade differs from the recorded verdict, each noisy "
         "transcript under its flaky task, and the grader errors (a grader that crashed, "
         "hung or exited 75: never a pass or a fail). The grader has the contract of "

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from pathlib import Path
 
 import pytest
 
 from passhat.api.errors import UsageError
+from passhat.grading.grader import Grade, GraderProcesses, run_grader
 from passhat.grading.regrade import regrade
 from passhat.grading.render import render_regrade
 from passhat.records.source import RunDirectory
+from passhat.trials.outcomes import Outcome
 from tests.unit.regrade_helpers import GRADED, INFRA, write_run_dir
 
 # Noisy on task b only: every other grading of a b transcript fails, the rest agree.
@@ -123,3 +126,26 @@ def test_text_report_puts_noisy_transcripts_under_their_flaky_task(tmp_path: Pat
         "exited 3: boom"
     ) in lines
     # NB: a's first transcript got one verdict only: out of the noise rate's 11
+
+
+def test_kill_all_stops_running_graders(tmp_path: Path) -> None:
+    """What an interrupted regrade does: every grader session still running is killed at
+    once (no verdict), and one started after that is killed as it starts."""
+    transcript = tmp_path / "t.log"
+    transcript.write_text("x\n")
+    processes = GraderProcesses()
+    grades: list[Grade] = []
+    worker = threading.Thread(
+        target=lambda: grades.append(
+            run_grader("sleep 60; exit 0", str(transcript), timeout=120, processes=processes)
+        )
+    )
+    started = time.monotonic()
+    worker.start()
+    time.sleep(0.5)
+    processes.kill_all()
+    worker.join(30)
+    late = run_grader("sleep 60; exit 0", str(transcript), timeout=120, processes=processes)
+    assert time.monotonic() - started < 20
+    assert grades[0].outcome is Outcome.INFRA_ERROR and "killed by signal 9" in grades[0].message
+    assert late.outcome is Outcome.INFRA_ERROR
