@@ -270,21 +270,22 @@ class GraderSpec(_Model):
 
     The contract of `passhat trial --grader`: the transcript on stdin and at
     `$PASSHAT_TRANSCRIPT`, a result JSON as the last output line or exit 0 pass / 1 fail /
-    75 infra error. Locally `command` runs as a shell command (its items shell-quoted);
-    on a cluster it is the command of a container running `image`.
+    75 infra error. Locally `command` runs as a shell command (its items shell-quoted).
+    `image` is for running it in a pod on a cluster, which nothing does yet (#19).
     """
 
     image: str | None = Field(
         default=None,
         min_length=1,
         max_length=512,
-        description="Container image the grader runs in on a cluster; unused locally.",
+        description="Container image to run the grader in on a cluster (for the "
+        "operator's stability check, not built yet: issue #19); unused locally.",
     )
     command: list[Annotated[str, Field(min_length=1, max_length=4096)]] = Field(
         min_length=1,
         max_length=64,
-        description="The grader's command (argv): a container command on a cluster, run "
-        "with its items shell-quoted locally.",
+        description="The grader's command (argv), run with its items shell-quoted by "
+        "passhat regrade.",
     )
 
 
