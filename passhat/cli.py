@@ -26,9 +26,13 @@ from passhat import __version__
 from passhat.api.errors import PasshatError
 from passhat.local.command import add_run_parser
 from passhat.operator.command import add_operator_parser, add_report_parser
-from passhat.operator.records_command import add_transcripts_parser, add_trials_parser
+from passhat.operator.records_command import (
+    add_regrade_parser,
+    add_transcripts_parser,
+    add_trials_parser,
+)
 from passhat.report.commands import add_compare_parser, add_power_parser, add_score_parser
-from passhat.runner.command import add_regrade_parser, add_trial_parser
+from passhat.runner.command import add_trial_parser
 
 __all__ = ["SUBCOMMANDS", "build_parser", "console_main", "main"]
 

@@ -53,6 +53,7 @@ __all__ = [
     "EvalSpec",
     "ExitCodes",
     "Gate",
+    "GraderSpec",
     "Grading",
     "Metadata",
     "RetryPolicy",
@@ -304,11 +305,41 @@ class ExitCodes(_Model):
         return self
 
 
+class GraderSpec(_Model):
+    """The eval's grader, for regrading stored transcripts (`passhat regrade`).
+
+    The contract of `passhat trial --grader`: the transcript on stdin and at
+    `$PASSHAT_TRANSCRIPT`, a result JSON as the last output line or exit 0 pass / 1 fail /
+    75 infra error. Locally `command` runs as a shell command (its items shell-quoted).
+    `image` is for running it in a pod on a cluster, which nothing does yet (#19).
+    """
+
+    image: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=512,
+        description="Container image to run the grader in on a cluster (for the "
+        "operator's stability check, not built yet: issue #19); unused locally.",
+    )
+    command: list[Annotated[str, Field(min_length=1, max_length=4096)]] = Field(
+        min_length=1,
+        max_length=64,
+        description="The grader's command (argv), run with its items shell-quoted by "
+        "passhat regrade.",
+    )
+
+
 class Grading(_Model):
-    """How a finished attempt is graded when it writes no result JSON."""
+    """How a finished attempt is graded when it writes no result JSON, and by what grader
+    its transcript is regraded."""
 
     exit_codes: ExitCodes = Field(
         default_factory=ExitCodes, description="Exit code lists for pass, fail and infraError."
+    )
+    grader: GraderSpec | None = Field(
+        default=None,
+        description="The grader `passhat regrade` runs on stored transcripts when no "
+        "--grader is given.",
     )
 
 

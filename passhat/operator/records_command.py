@@ -1,6 +1,7 @@
-"""The `passhat trials` and `passhat transcripts` subcommands, for `passhat.cli`.
+"""The `passhat trials`, `passhat transcripts` and `passhat regrade` subcommands, for
+`passhat.cli`.
 
-Both read SOURCE through `passhat.records.source.Source` (`open_source` tells a run
+All three read SOURCE through `passhat.records.source.Source` (`open_source` tells a run
 directory or bundle from a cluster eval's name), so they work alike on a laptop and on a
 cluster. They live here, beside `passhat report`, because this is the lowest layer that
 can open every kind of source; a local run directory never imports a Kubernetes client.
@@ -15,6 +16,7 @@ import sys
 from collections.abc import Collection, Iterator, Sequence
 from typing import TYPE_CHECKING, TypeAlias
 
+from passhat.api.errors import UsageError
 from passhat.records.layout import RESULTS, transcript_relpath
 from passhat.records.record import AttemptRecord, infra_errors_by_reason
 
@@ -23,6 +25,7 @@ if TYPE_CHECKING:
     from passhat.records.source import Source
 
 __all__ = [
+    "add_regrade_parser",
     "add_source_options",
     "add_transcripts_parser",
     "add_trials_parser",
@@ -203,8 +206,7 @@ def add_transcripts_parser(subparsers: Subparsers) -> None:
         description="Print the transcript and result JSON of every attempt of --task "
         "(narrowed by --trial and --attempt) in SOURCE, each under a `==> PATH (...) <==` "
         "header; with --out DIR write them in the run-directory layout instead "
-        "(DIR/transcripts/<task>/<trial>-<attempt>.log, DIR/results/...json), ready for "
-        "passhat regrade DIR.",
+        "(DIR/transcripts/<task>/<trial>-<attempt>.log, DIR/results/...json).",
     )
     add_source_options(parser)
     parser.add_argument("--task", required=True, metavar="ID", help="the task's id")
@@ -214,6 +216,101 @@ def add_transcripts_parser(subparsers: Subparsers) -> None:
     )
     parser.add_argument("--out", metavar="DIR", help="write the files under DIR, not to stdout")
     parser.set_defaults(func=_transcripts)
+
+
+def _positive(text: str) -> int:
+    value = _non_negative(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be 1 or more, got {value}")
+    return value
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be more than 0 seconds, got {text}")
+    return value
+
+
+def _regrade(args: argparse.Namespace) -> int:
+    from passhat.grading.regrade import regrade, spec_grader
+    from passhat.grading.render import render_regrade
+    from passhat.operator.records_source import open_source
+
+    source = open_source(
+        args.source, namespace=args.namespace, kubeconfig=args.kubeconfig, uid=args.uid
+    )
+    grader = args.grader or spec_grader(source)
+    if grader is None:
+        raise UsageError(
+            f"--grader: not given, and the eval of {source.title} declares no "
+            "spec.grading.grader (give the grader command)"
+        )
+    records = source.records()
+    check = regrade(
+        source,
+        grader,
+        records=records,
+        sample=args.sample,
+        times=args.times,
+        seed=args.seed,
+        parallelism=args.parallelism,
+        timeout=args.timeout,
+    )
+    text = render_regrade(check, args.format, records=records, title=source.title)
+    with _reader_may_leave():
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    return 0
+
+
+def add_regrade_parser(subparsers: Subparsers) -> None:
+    """Add `passhat regrade SOURCE [--grader CMD] [--sample N] [--times R] ...`."""
+    from passhat.grading.regrade import DEFAULT_PARALLELISM, DEFAULT_TIMEOUT_S
+
+    parser = subparsers.add_parser(
+        "regrade",
+        help="grade stored transcripts several times to measure grader noise",
+        description="Grade a seeded sample of the graded attempts of SOURCE (infra attempts "
+        "were never graded: skipped and counted apart) R times each, without rerunning the "
+        "agent, P gradings at a time, each within --timeout. Reports the noise rate (the "
+        "share of transcripts that got both a pass and a fail) with its 95% interval, the "
+        "share whose majority regrade differs from the recorded verdict, each noisy "
+        "transcript under its flaky task, and the grader errors (a grader that crashed, "
+        "hung or exited 75: never a pass or a fail). The grader has the contract of "
+        "passhat trial --grader; without --grader the eval's spec.grading.grader is used.",
+    )
+    add_source_options(parser)
+    parser.add_argument(
+        "--grader", metavar="CMD", help="grader shell command (default: spec.grading.grader)"
+    )
+    parser.add_argument(
+        "--sample", metavar="N", type=_positive, help="graded attempts to sample (default: all)"
+    )
+    parser.add_argument(
+        "--times", metavar="R", type=_positive, default=3, help="gradings of each (3)"
+    )
+    parser.add_argument("--seed", metavar="S", type=int, default=0, help="sampling seed (0)")
+    parser.add_argument(
+        "--parallelism",
+        metavar="P",
+        type=_positive,
+        default=DEFAULT_PARALLELISM,
+        help=f"gradings at a time ({DEFAULT_PARALLELISM})",
+    )
+    parser.add_argument(
+        "--timeout",
+        metavar="S",
+        type=_seconds,
+        default=DEFAULT_TIMEOUT_S,
+        help=f"seconds one grading may take before it is killed, a grader error "
+        f"({DEFAULT_TIMEOUT_S:g})",
+    )
+    parser.add_argument("--format", choices=("text", "json"), default="text")
+    parser.set_defaults(func=_regrade)
 
 
 def write_report_bundle(
@@ -271,7 +368,6 @@ def write_report_bundle(
 def report_archived_eval(dest: str, *, name: str, namespace: str, args: argparse.Namespace) -> int:
     """`passhat report NAME --bundle DIR` of an eval that is gone: the report and the
     bundle of its archived records (the newest incarnation's)."""
-    from passhat.api.errors import UsageError
     from passhat.api.load import parse_spec
     from passhat.operator.records_source import cluster_source
     from passhat.report.commands import output_report

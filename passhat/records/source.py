@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 from collections.abc import Sequence
 from typing import Any, Protocol, cast
 
@@ -195,11 +196,19 @@ class RunDirectory:
 
 
 def _read_bytes(path: str) -> bytes | None:
+    """The file's bytes; None when it is absent or not a regular file (a FIFO named like a
+    transcript would block the reader, and the grader that reads it, for ever)."""
     try:
-        with open(path, "rb") as handle:
-            return handle.read()
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     except (FileNotFoundError, NotADirectoryError):
         return None
+    except OSError as err:
+        raise InputError(f"cannot read: {err.strerror or err}", path=path) from None
+    try:
+        with open(fd, "rb") as handle:
+            if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+                return None
+            return handle.read()
     except OSError as err:
         raise InputError(f"cannot read: {err.strerror or err}", path=path) from None
 

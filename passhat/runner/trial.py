@@ -20,7 +20,7 @@ import sys
 import tempfile
 from typing import IO, Any, BinaryIO
 
-from passhat.runner.grader import Grade, run_grader
+from passhat.grading.grader import Grade, run_grader
 from passhat.trials.outcomes import EXIT_CODE, REPORTED, Outcome, exit_reason
 from passhat.trials.result import MAX_RESULT_BYTES
 

@@ -9,6 +9,7 @@ from passhat.stats.bootstrap import Interval, KIntervals, bootstrap
 from passhat.stats.compare import BETTER, WITHIN_NOISE, WORSE, Comparison, Difference, compare
 from passhat.stats.estimators import pass_at_k, pass_hat_k
 from passhat.stats.power import PowerPlan, PowerRow, power
+from passhat.stats.proportion import wilson
 from passhat.stats.summary import (
     KSummary,
     TaskTally,
@@ -41,4 +42,5 @@ __all__ = [
     "summarize",
     "summarize_many",
     "tally",
+    "wilson",
 ]

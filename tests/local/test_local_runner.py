@@ -105,21 +105,19 @@ def _python_passhat() -> list[str]:
 
 
 def test_regrade_finds_grader_noise(run_eval: RunEval, tmp_path: Path) -> None:
-    """regrade grades each transcript R times and reports the ones with pass and fail."""
+    """regrade grades each graded transcript R times and reports the ones with pass and
+    fail, with the task, trial, attempt and the verdict the run recorded."""
     proc, out = run_eval(eval_doc('echo "task $PASSHAT_TASK_ID"', tasks=["a", "b"], trials=2))
     assert proc.returncode == 0, proc.stderr
-    # A grader that is noisy on task a only: it alternates by a counter file.
-    counter = tmp_path / "count"
-    grader = (
-        f"n=$(cat {counter} 2>/dev/null || echo 0); echo $((n + 1)) > {counter}; "
-        'if grep -q "task a"; then exit $((n % 2)); fi; exit 0'
-    )
+    # A grader that is noisy on task a only: every other grading of it fails.
+    grader = 'if grep -q "task a"; then exit $((PASSHAT_GRADING % 2)); fi; exit 0'
     regrade = passhat("regrade", out, "--grader", grader, "--times", "2", "--format", "json")
     assert regrade.returncode == 0, regrade.stderr
     report = json.loads(regrade.stdout)
     assert report["transcripts"] == 4 and report["times"] == 2
-    noisy = sorted(item["transcript"] for item in report["noisy"])
-    assert noisy == ["transcripts/a/0-0.log", "transcripts/a/1-0.log"]
+    noisy = sorted((item["task_id"], item["trial"]) for item in report["noisy"])
+    assert noisy == [("a", 0), ("a", 1)]
+    assert {item["original"] for item in report["noisy"]} == {"pass"}
     assert report["noise_rate"] == 0.5
 
     sample = passhat("regrade", out, "--grader", "exit 0", "--sample", "3", "--seed", "7")

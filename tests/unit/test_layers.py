@@ -11,7 +11,7 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[2] / "passhat"
 
-_BASE = {"stats", "api", "trials", "report", "metrics", "records"}
+_BASE = {"stats", "api", "trials", "report", "metrics", "records", "grading"}
 # top-level part of passhat -> the parts it may import (itself and the root always allowed)
 ALLOWED: dict[str, set[str]] = {
     "stats": set(),
@@ -20,6 +20,7 @@ ALLOWED: dict[str, set[str]] = {
     "report": {"stats", "api", "trials"},
     "metrics": {"stats", "api", "trials"},
     "records": {"stats", "api", "trials"},
+    "grading": {"stats", "api", "trials", "records"},
     "local": _BASE,
     "operator": _BASE,
     "runner": _BASE,

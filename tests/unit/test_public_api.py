@@ -30,6 +30,7 @@ def test_stats_exports() -> None:
         "summarize",
         "summarize_many",
         "tally",
+        "wilson",
     ]
     for name in passhat.stats.__all__:
         assert hasattr(passhat.stats, name)

@@ -126,11 +126,21 @@ def test_every_command_reads_the_bundle_like_the_eval(
     assert json.loads(score) == json.loads(report)
 
 
-def test_regrade_reads_the_bundle(bundle: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """passhat regrade grades the bundle's transcripts as a run directory's."""
-    code, out, err = run(capsys, "regrade", str(bundle), "--grader", "exit 0", "--times", "2")
+def test_regrade_reads_the_bundle_like_the_eval(
+    bundle: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """passhat regrade samples and grades the bundle's graded attempts as the eval's: the
+    6 graded of 8 (2 infra skipped), 5 with a transcript (steady's trial 1 has none)."""
+    argv = ("--grader", "exit 0", "--times", "2", "--format", "json")
+    code, from_dir, err = run(capsys, "regrade", str(bundle), *argv)
     assert code == 0, err
-    assert out.startswith("regraded 7 transcripts 2 times each")
+    code, from_eval, err = run(capsys, "regrade", "ev", "-n", "ns", *argv)
+    assert code == 0, err
+    done, expected = json.loads(from_dir), json.loads(from_eval)
+    assert done.pop("source") == str(bundle) and expected.pop("source") == "ns/ev"
+    assert done == expected
+    assert (done["transcripts"], done["missing_transcripts"]) == (5, 1)
+    assert (done["graded_attempts"], done["infra_attempts_skipped"]) == (6, 2)
 
 
 def test_an_earlier_bundle_is_replaced(bundle: Path, capsys: pytest.CaptureFixture[str]) -> None:
