@@ -489,3 +489,93 @@ def test_archived_attempts_read_back_after_the_eval_is_gone(
     assert read() == (manifest, rows)
     again = carol.transcript(records.ns_b, "e2e", task_id="beta/two", trial=0, attempt=0)
     assert again == text
+
+
+def test_regrade_reads_a_cluster_eval_whose_pods_are_gone(
+    records: RecordsSetup,
+    api_client: client.ApiClient,
+    kubectl: Callable[..., str],
+    core_v1: client.CoreV1Api,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`passhat regrade NAME -n NS` after the eval and its pods are deleted: dave (pods/log
+    in B) regrades the archived transcripts of the graded attempts only (beta's exit-75
+    attempts are skipped), and a grader noisy on gamma's transcripts names exactly them."""
+    from passhat import cli
+
+    grant = [
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "Role",
+            "metadata": {"name": "regrade-log-reader", "namespace": records.ns_b},
+            "rules": [{"apiGroups": [""], "resources": ["pods/log"], "verbs": ["get"]}],
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "RoleBinding",
+            "metadata": {"name": "dave-logs", "namespace": records.ns_b},
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "Role",
+                "name": "regrade-log-reader",
+            },
+            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "dave"}],
+        },
+    ]
+    kubectl("apply", "-f", "-", input="\n---\n".join(yaml.safe_dump(o) for o in grant))
+    agent = (
+        'echo "transcript of $PASSHAT_TASK_ID"; '
+        'case "$PASSHAT_TASK_ID" in beta) [ "$PASSHAT_ATTEMPT" = 0 ] && exit 75; exit 1 ;; '
+        "esac; exit 0"
+    )
+    body = {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "ConsistencyEval",
+        "metadata": {"name": "rg"},
+        "spec": {
+            "tasks": [{"id": "alpha"}, {"id": "beta"}, {"id": "gamma"}],
+            "trials": 2,
+            "parallelism": 3,
+            "retry": {"infraErrors": 2, "backoffSeconds": 0},
+            "trial": {
+                "timeoutSeconds": 120,
+                "template": {
+                    "spec": {
+                        "nodeSelector": {"type": "real"},
+                        "containers": [
+                            {
+                                "name": "agent",
+                                "image": "localhost/passhat/busybox:test",
+                                "imagePullPolicy": "Never",
+                                "command": ["sh", "-c", agent],
+                                "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}},
+                            }
+                        ],
+                    }
+                },
+            },
+        },
+    }
+    create_eval(api_client, records.ns_b, body)
+    wait_for_condition(api_client, records.ns_b, "rg", "Complete", timeout=300)
+    kubectl("delete", PLURAL, "rg", "-n", records.ns_b, "--wait=true", "--timeout=120s")
+    wait_for(
+        lambda: not core_v1.list_namespaced_pod(records.ns_b).items, 120, "the eval's pods gone"
+    )
+    dave = _user_kubeconfig(records.cluster, records.tmp, "dave", [])
+    noisy_on_gamma = (
+        'if grep -q "transcript of gamma"; then exit $((PASSHAT_GRADING % 2)); fi; exit 0'
+    )
+    argv = ["regrade", "rg", "-n", records.ns_b, "--kubeconfig", dave, "--times", "2"]
+    code = cli.main([*argv, "--grader", noisy_on_gamma, "--format", "json"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    report = json.loads(out)
+    assert report["source"] == f"{records.ns_b}/rg"
+    assert (report["transcripts"], report["graded_attempts"]) == (6, 6)
+    assert (report["infra_attempts_skipped"], report["missing_transcripts"]) == (2, 0)
+    assert [(n["task_id"], n["trial"], n["original"]) for n in report["noisy"]] == [
+        ("gamma", 0, "pass"),
+        ("gamma", 1, "pass"),
+    ]
+    assert report["noise_rate"] == 2 / 6 and report["grader_errors"] == 0
