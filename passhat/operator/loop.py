@@ -22,7 +22,11 @@ A pass reads everything it decides on from the API server, never from memory:
    name the LIST did not show but a create finds taken belongs to a pod whose labels were
    changed: the next pass counts that attempt as infra_error/lost and moves on).
 
-Only pods the eval controls (owner reference) and whose name matches their labels count.
+Only pods the operator made for this eval count, and only they are touched: a controller
+owner reference to the eval and the operator's creation mark (`ownership.PodSigner`,
+which a tenant cannot forge); of those, only pods whose name matches their labels count.
+A pod that took an attempt's name first is never touched: that attempt is lost and the
+next one gets a new name.
 
 The operator may die between any two API calls. Every step is safe to repeat: the ledger
 refuses an attempt it already holds, a pod cannot vanish before its outcome is in status
@@ -51,15 +55,11 @@ from passhat.operator import events
 from passhat.operator.archive import Archiver, RecordedAttempt, manifest_of
 from passhat.operator.config import OperatorConfig
 from passhat.operator.kube import ApiError, Conflict, EvalApi
+from passhat.operator.ownership import PodSigner
 from passhat.operator.pods import (
-    FINALIZER,
-    LABEL_ATTEMPT,
-    LABEL_TASK,
-    LABEL_TRIAL,
     EvalRef,
     PodKey,
     build_pod,
-    eval_owner,
     pod_key,
     pod_name,
 )
@@ -222,6 +222,7 @@ class EvalLoop:
         self._on_recorded = on_recorded
         self._on_status = on_status
         self._archiver = archiver
+        self._signer = PodSigner(self.config.pod_key)
         self._resolved: tuple[int, _Resolved] | None = None
         # In memory only (a restart forgets them; see the module docstring):
         self._not_before: dict[tuple[int, int], float] = {}
@@ -280,7 +281,7 @@ class EvalLoop:
         rv = str(meta.get("resourceVersion"))
         generation = int(meta.get("generation") or 0)
         previous: Mapping[str, Any] = body.get("status") or {}
-        pods = api.list_pods(ref.namespace, ref.uid)
+        pods = self._own_pods(body, api.list_pods(ref.namespace, ref.uid))
 
         if is_terminal(previous):
             # Finished before (maybe by an earlier process): only clean up leftovers.
@@ -316,10 +317,6 @@ class EvalLoop:
         held = 0
 
         for pod in pods:
-            if eval_owner(pod.get("metadata") or {}, ref.uid) is None:
-                # NB: carries our labels but we did not make it: never counted, never touched.
-                self._warn_once(f"pod {_name(pod)} has this eval's labels but is not its pod")
-                continue
             key = pod_key(pod)
             if key is None or key.task >= ledger.n_tasks or key.trial >= ledger.trials:
                 logger.warning("%s: pod %s has no valid slot labels", ref.name, _name(pod))
@@ -351,28 +348,32 @@ class EvalLoop:
             done.append(pod)
 
         for key, name in self._taken_slots(ledger, live):
-            # The attempt's pod name is taken by a pod no pass lists (its labels were
-            # changed or removed): that attempt is lost, the next one gets a new name.
-            verdict = Verdict(
-                Outcome.INFRA_ERROR,
-                LOST,
-                f"pod {name} is no longer recognisable as this attempt's pod "
-                "(its labels were changed); it is released",
-            )
+            # The attempt's pod name is taken by a pod no pass lists: that attempt is lost,
+            # the next one gets a new name.
+            holder = api.get_pod(ref.namespace, name)
+            if holder is None or self._signer.owns(holder, ref.uid):
+                # Our pod, whose labels were changed or removed: released (if not gone).
+                message = (
+                    f"pod {name} is no longer recognisable as this attempt's pod "
+                    "(its labels were changed); it is released"
+                )
+                if holder is not None:
+                    done.append(holder)
+            else:
+                # NB: someone took the name first: never counted, never touched.
+                message = (
+                    f"pod {name} holds this attempt's name but was not created by the "
+                    "operator; it is not touched"
+                )
+                task_id = tasks[key.task].id
+                self._emit_once(
+                    body,
+                    events.trial_name_taken(
+                        pod=name, task_id=task_id, trial=key.trial, attempt=key.attempt
+                    ),
+                )
+            verdict = Verdict(Outcome.INFRA_ERROR, LOST, message)
             recorded.append(_fold(ledger, plan, tasks, key, verdict, None))
-            done.append(
-                {
-                    "metadata": {
-                        "name": name,
-                        "finalizers": [FINALIZER],
-                        "labels": {
-                            LABEL_TASK: str(key.task),
-                            LABEL_TRIAL: str(key.trial),
-                            LABEL_ATTEMPT: str(key.attempt),
-                        },
-                    }
-                }
-            )
 
         start_problem = self._note_start_failures(
             recorded, spec, ledger, [task.id for task in tasks]
@@ -451,7 +452,10 @@ class EvalLoop:
         # From here on the recorded outcomes are safe in status.
         # NB: a stopped eval lets every pod go, also the live ones (they are deleted).
         keep, release = _dispose(list(pods) if start_problem is not None else done, ledger)
-        create = [build_pod(eval_ref=ref, spec=spec, task=tasks[k.task], key=k) for k in to_create]
+        create = [
+            self._signer.sign(build_pod(eval_ref=ref, spec=spec, task=tasks[k.task], key=k))
+            for k in to_create
+        ]
         let_go = len(keep) + len(release)
         if let_go or create:
             before = self._archive_hook(body, ledger, recorded, now) if let_go else None
@@ -486,6 +490,18 @@ class EvalLoop:
         return PassResult(state, recorded, len(to_create), let_go, status)
 
     # -- pieces of the pass -------------------------------------------------------------------
+
+    def _own_pods(
+        self, body: Mapping[str, Any], pods: list[dict[str, Any]]
+    ) -> list[dict[str, Any]]:
+        """The listed pods the operator made for this eval; each other one (our labels
+        copied onto a pod someone else created) is reported once and left alone."""
+        own = [pod for pod in pods if self._signer.owns(pod, self.ref.uid)]
+        if len(own) < len(pods):
+            for pod in pods:
+                if not self._signer.owns(pod, self.ref.uid):
+                    self._emit_once(body, events.foreign_pod(pod=_name(pod)))
+        return own
 
     def _archive_hook(
         self,
@@ -790,10 +806,12 @@ class EvalLoop:
         message = str(condition.get("message") or "no node fits the pod")
         self._emit(body, events.unschedulable(pod=name, waited_s=now - created, message=message))
 
-    def _warn_once(self, message: str) -> None:
-        if message not in self._reported:
-            self._reported.add(message)
-            logger.warning("%s: %s", self.ref.name, message)
+    def _emit_once(self, body: Mapping[str, Any], event: events.Event) -> None:
+        """Post `event` (and log it) unless this loop posted the same one before."""
+        if event.message not in self._reported:
+            self._reported.add(event.message)
+            logger.warning("%s: %s", self.ref.name, event.message)
+            self._emit(body, event)
 
     def _emit(self, body: Mapping[str, Any], event: events.Event) -> None:
         if self._post_event is not None:
