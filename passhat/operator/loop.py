@@ -84,6 +84,9 @@ __all__ = ["EvalLoop", "PassResult", "PassState", "Recorded"]
 
 logger = logging.getLogger(__name__)
 
+# ForeignTrialPod events per eval and operator process, at most.
+_MAX_FOREIGN_REPORTED = 10
+
 
 class PassState(Enum):
     """What the daemon should do after a pass."""
@@ -235,6 +238,8 @@ class EvalLoop:
         # The last error creating pods (quota, ...), None once creates work again.
         self._create_failing: str | None = None
         self._reported: set[str] = set()
+        # Look-alike pods reported (a ForeignTrialPod event each, up to a cap).
+        self._foreign: set[str] = set()
 
     # -- spec and tasks -------------------------------------------------------------------
 
@@ -499,7 +504,10 @@ class EvalLoop:
         own = [pod for pod in pods if self._signer.owns(pod, self.ref.uid)]
         if len(own) < len(pods):
             for pod in pods:
-                if not self._signer.owns(pod, self.ref.uid):
+                if len(self._foreign) >= _MAX_FOREIGN_REPORTED:
+                    break  # NB: events are not a log: a flood of look-alikes is not echoed
+                if _name(pod) not in self._foreign and not self._signer.owns(pod, self.ref.uid):
+                    self._foreign.add(_name(pod))
                     self._emit_once(body, events.foreign_pod(pod=_name(pod)))
         return own
 

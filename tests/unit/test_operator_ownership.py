@@ -179,3 +179,18 @@ def test_a_look_alike_is_left_alone_at_the_end_and_on_config_error(ending: str) 
     assert LABEL_RECORDED not in look_alike["metadata"]["labels"]
     assert harness.api.foreign_touches == []
     assert [e.reason for e in posted].count(events.FOREIGN_POD) == 1
+
+
+def test_a_flood_of_look_alikes_is_reported_ten_times_at_most() -> None:
+    """Fifty look-alikes: none counted or touched, and ten ForeignTrialPod events, not fifty."""
+    harness, posted = harness_of(1, parallelism=1)
+    harness.loop.run_pass()
+    (real,) = harness.api.pods
+    for index in range(50):
+        imitate(harness, real, f"look-alike-{index}", trial=0)
+    for _ in range(3):
+        harness.clock.now += 1
+        harness.loop.run_pass()
+    assert [e.reason for e in posted].count(events.FOREIGN_POD) == 10
+    assert SlotLedger.unpack(harness.status["ledger"]).attempts(0, 0) == 0
+    assert harness.api.foreign_touches == []
