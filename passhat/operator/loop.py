@@ -20,7 +20,8 @@ A pass reads everything it decides on from the API server, never from memory:
 6. Create the pods of slots that are not final and have no pod for their current attempt,
    up to `parallelism` live pods (deterministic names: re-creating is a harmless 409; a
    name the LIST did not show but a create finds taken belongs to a pod whose labels were
-   changed: the next pass counts that attempt as infra_error/lost and moves on).
+   changed, or to someone else's pod that took it first: the next pass counts that attempt
+   as infra_error/lost and moves on).
 
 Only pods the operator made for this eval count, and only they are touched: a controller
 owner reference to the eval and the operator's creation mark (`ownership.PodSigner`,
