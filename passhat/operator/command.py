@@ -62,6 +62,7 @@ def _operator(args: argparse.Namespace) -> int:
             records_api_port=args.records_api_port,
             records_api_cert=args.records_api_cert,
             records_api_key=args.records_api_key,
+            pod_key_file=args.pod_key_file,
         )
     )
     return 0
@@ -123,6 +124,13 @@ def add_operator_parser(subparsers: Subparsers) -> None:
         "--allow-privileged-trials",
         action="store_true",
         help="removed (it opened every namespace): use --allow-privileged-trials-in NS",
+    )
+    parser.add_argument(
+        "--pod-key-file",
+        metavar="PATH",
+        help="the secret key of the mark the operator puts on every pod it creates, so that "
+        "it counts and touches only its own pods (at least 32 bytes; the chart mounts one from "
+        "a Secret). Default: $XDG_STATE_HOME/passhat/pod-key, made when absent",
     )
     parser.add_argument("--instance", metavar="ID", help="a name for this operator in its logs")
     parser.add_argument("--kubeconfig", metavar="PATH", help="kubeconfig file to use")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from passhat.operator.ownership import PROCESS_KEY
 from passhat.operator.policy import TrialPolicy
 
 __all__ = ["OperatorConfig"]
@@ -20,6 +21,9 @@ class OperatorConfig:
 
     # What trial templates may ask for beyond Pod Security "restricted" (the admin's grants).
     trial_policy: TrialPolicy = field(default_factory=TrialPolicy)
+    # The key of the creation mark on every pod the operator makes (ownership.py); the
+    # default is random per process: `passhat operator` reads one from a file.
+    pod_key: bytes = field(default=PROCESS_KEY, repr=False)
     # A pass runs at least this often even when no pod event arrives.
     resync_interval_s: float = 3.0
     # Passes of one eval are at least this far apart (wake-ups in between coalesce).

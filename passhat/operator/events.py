@@ -24,9 +24,11 @@ __all__ = [
     "CONFIG_ERROR",
     "DEADLINE_EXCEEDED",
     "FAILED_CREATE",
+    "FOREIGN_POD",
     "GATE_FAILED",
     "GATE_PASSED",
     "RETRIES_EXHAUSTED",
+    "TRIAL_NAME_TAKEN",
     "TRIAL_RETRIED",
     "UNSCHEDULABLE",
     "Event",
@@ -35,9 +37,11 @@ __all__ = [
     "config_error",
     "deadline_exceeded",
     "failed_create",
+    "foreign_pod",
     "gate_result",
     "post",
     "retries_exhausted",
+    "trial_name_taken",
     "trial_retried",
     "unschedulable",
 ]
@@ -59,6 +63,12 @@ UNSCHEDULABLE = "TrialPodUnschedulable"
 # Warning: the eval was active past spec.activeDeadlineSeconds; its running trials are
 # stopped and it ends Failed with what was scored (a Job's DeadlineExceeded)
 DEADLINE_EXCEEDED = "DeadlineExceeded"
+# Warning: a pod carries this eval's labels but the operator did not create it; it is
+# neither counted nor touched (docs/security.md)
+FOREIGN_POD = "ForeignTrialPod"
+# Warning: a pod the operator did not create holds a trial attempt's name; that attempt
+# is lost and the next one gets a new name; the pod is not touched
+TRIAL_NAME_TAKEN = "TrialPodNameTaken"
 # Normal: every trial slot is final
 COMPLETED = "Completed"
 # Normal / Warning: the gate's metric met / missed its minimum
@@ -136,6 +146,27 @@ def unschedulable(*, pods: int, pod: str, waited_s: float, message: str) -> Even
         UNSCHEDULABLE,
         f"{pods} trial pods have not been scheduled; the longest waiting, {pod}, for "
         f"{waited_s:.0f}s: {message}",
+    )
+
+
+def foreign_pod(*, pod: str) -> Event:
+    """Pod `pod` claims to be a trial pod of the eval, but the operator did not make it."""
+    return Event(
+        WARNING,
+        FOREIGN_POD,
+        f"pod {pod} carries this eval's trial labels but was not created by the passhat "
+        "operator (no valid creation mark): it is not counted and not touched",
+    )
+
+
+def trial_name_taken(*, pod: str, task_id: str, trial: int, attempt: int) -> Event:
+    """A pod the operator did not make took attempt `attempt`'s name first."""
+    return Event(
+        WARNING,
+        TRIAL_NAME_TAKEN,
+        f"pod {pod} holds the name of task {task_id} trial {trial} attempt {attempt} but was "
+        "not created by the passhat operator: it is not counted and not touched; the "
+        "attempt is lost (infra_error) and the next one gets a new name",
     )
 
 

@@ -40,7 +40,8 @@ from passhat.operator.archive import Archiver
 from passhat.operator.config import OperatorConfig
 from passhat.operator.kube import PLURAL, Kube, OperatorApi, load_client_config
 from passhat.operator.loop import EvalLoop, PassState, Recorded
-from passhat.operator.pods import FINALIZER, LABEL_EVAL_UID, EvalRef, eval_owner
+from passhat.operator.ownership import PodSigner
+from passhat.operator.pods import FINALIZER, EvalRef, eval_owner
 from passhat.operator.podwatch import PodWatcher
 from passhat.operator.status import is_terminal
 from passhat.records import RecordStore
@@ -196,11 +197,13 @@ def release_stranded_pods() -> None:
     """
     held: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
     scopes: list[str | None] = list(runtime.namespaces) or [None]
+    signer = PodSigner(runtime.config.pod_key)
     for namespace in scopes:
         for pod in runtime.api.list_held_pods(namespace):
             meta = pod.get("metadata") or {}
-            if FINALIZER in (meta.get("finalizers") or []):
-                uid = str((meta.get("labels") or {}).get(LABEL_EVAL_UID, ""))
+            uid = signer.owner_uid(pod)
+            # NB: only pods the operator made; a look-alike is not ours to let go
+            if uid is not None and FINALIZER in (meta.get("finalizers") or []):
                 held.setdefault((str(meta.get("namespace") or namespace), uid), []).append(meta)
     # NB: one eval lookup per eval, not per pod (a big eval may hold thousands)
     for (namespace, uid), metas in held.items():
@@ -365,8 +368,10 @@ def _forget(ref: EvalRef) -> None:
 
 
 def _release_orphan(namespace: str, meta: Mapping[str, Any], uid: str) -> None:
-    """A deleted pod with no daemon to wake (the pod watch's `on_orphan`)."""
-    _release_unserved(namespace, uid, [meta])
+    """A deleted pod with no daemon to wake (the pod watch's `on_orphan`); only one the
+    operator made for eval `uid`."""
+    if PodSigner(runtime.config.pod_key).owns({"metadata": meta}, uid):
+        _release_unserved(namespace, uid, [meta])
 
 
 def _release_unserved(namespace: str, uid: str, metas: Sequence[Mapping[str, Any]]) -> None:

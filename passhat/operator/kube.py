@@ -2,11 +2,18 @@
 
 The loop needs a handful of calls (get an eval, list its unrecorded pods, create a pod,
 write status with a resourceVersion precondition, release a finalizer and mark a pod
-recorded, delete a pod, read a ConfigMap)
+recorded, delete a pod, read a pod or a ConfigMap)
 and it needs them fast: the benchmark compares the operator with the Job controller, so
 nothing here deserializes into client models, every call reads straight from the API
 server (never a possibly-stale cache: the exactly-once argument depends on it), and the
 writes of one pass go out in parallel on a thread pool.
+
+Every write to an existing pod (a finalizer patch, a delete) is made only to a pod the
+operator made (`ownership.PodSigner`: controller owner reference and creation mark) and
+carries that pod's uid as a precondition (a `test` op in the JSON patch, `preconditions`
+on the delete), so a pod created in its place under the same name is never touched.
+The verbs each call needs are listed in `API_CALLS`, which the chart's RBAC test holds
+the rendered (Cluster)Role to.
 
 `EvalApi` is the protocol the loop codes against and `OperatorApi` adds the pod watch the
 handlers use; `Kube` implements both over the `kubernetes` client's REST layer, and the
@@ -33,6 +40,7 @@ import urllib3
 from passhat import metrics
 from passhat.api.spec import GROUP, VERSION
 from passhat.operator.config import OperatorConfig
+from passhat.operator.ownership import ANNOTATION_CREATED_BY, PodSigner
 from passhat.operator.pods import FINALIZER, LABEL_EVAL_UID, LABEL_RECORDED
 
 __all__ = [
@@ -64,8 +72,9 @@ _RECORDED_PATH = "/metadata/labels/" + LABEL_RECORDED.replace("~", "~0").replace
 
 # The metadata fields of a listed pod that anything downstream of `list_pods` reads: the
 # loop (`pod_key`: labels; the deleted-pod grace: deletionTimestamp), the classifier
-# (creationTimestamp, deletionTimestamp, deletionGracePeriodSeconds) and the release
-# (name, uid for the delete precondition, finalizers for the guarded patch).
+# (creationTimestamp, deletionTimestamp, deletionGracePeriodSeconds), the release
+# (name, uid for the preconditions, finalizers for the guarded patch) and the ownership
+# check (ownerReferences, and of the annotations only the creation mark).
 _POD_METADATA = (
     "name",
     "namespace",
@@ -77,6 +86,35 @@ _POD_METADATA = (
     "deletionGracePeriodSeconds",
     "ownerReferences",
 )
+
+# Every API call of the operator process as (API group, resource, verb), the RBAC it
+# needs: the chart's (Cluster)Role must grant exactly these (tests/unit/test_chart_rbac.py).
+API_CALLS: dict[str, tuple[str, str, str]] = {
+    "Kube.get_eval": ("passhat.dev", "consistencyevals", "get"),
+    "Kube.patch_eval_status": ("passhat.dev", "consistencyevals/status", "patch"),
+    "Kube.list_pods, Kube.list_held_pods": ("", "pods", "list"),
+    "Kube.watch_pods": ("", "pods", "watch"),
+    "Kube.get_pod, Kube._patch_out_finalizer (re-read)": ("", "pods", "get"),
+    "Kube._create_pod": ("", "pods", "create"),
+    "Kube._patch_out_finalizer": ("", "pods", "patch"),
+    "Kube._release_pod": ("", "pods", "delete"),
+    "Kube.read_pod_log (the archiver)": ("", "pods/log", "get"),
+    "Kube.get_config_map (spec.tasksFrom), records_api (an eval's tasks)": (
+        "",
+        "configmaps",
+        "get",
+    ),
+    "kopf: the eval watch (list)": ("passhat.dev", "consistencyevals", "list"),
+    "kopf: the eval watch": ("passhat.dev", "consistencyevals", "watch"),
+    "kopf: its finalizer and annotations on evals": ("passhat.dev", "consistencyevals", "patch"),
+    "events.post (kopf.event)": ("", "events", "create"),
+}
+# Cluster-wide only: kopf lists and watches CRDs to find the resource it serves (its
+# scan is off in namespaced mode, see handlers._settings).
+API_CALLS_CLUSTER_WIDE: dict[str, tuple[str, str, str]] = {
+    "kopf: CRD discovery (list)": ("apiextensions.k8s.io", "customresourcedefinitions", "list"),
+    "kopf: CRD discovery": ("apiextensions.k8s.io", "customresourcedefinitions", "watch"),
+}
 
 
 class ApiError(Exception):
@@ -114,6 +152,10 @@ class EvalApi(Protocol):
         exist."""
         ...
 
+    def get_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """A pod as stored now (slimmed); None when it does not exist."""
+        ...
+
     def patch_eval_status(
         self, namespace: str, name: str, resource_version: str, status: Mapping[str, Any]
     ) -> dict[str, Any]:
@@ -139,7 +181,9 @@ class EvalApi(Protocol):
         `keep`: finished pods whose outcome is recorded; ONE patch removes our finalizer
         and adds the recorded label, and the pod stays until its eval is deleted.
         `release`: remove our finalizer, then delete the pod (never recorded, or still
-        running). A pod that is already gone is fine.
+        running). A pod that is already gone is fine. A pod the operator did not make
+        is neither kept nor released (logged), and every patch and delete carries the
+        pod's uid as a precondition.
         The creates are done when this returns (their errors are raised); keeps and
         releases may still be in flight, and until each is done `list_pods` leaves its
         pod out (the loop would only release it again).
@@ -147,7 +191,8 @@ class EvalApi(Protocol):
         ...
 
     def release_pods(self, namespace: str, pods: Sequence[Mapping[str, Any]]) -> None:
-        """Remove our finalizer from each pod, then delete it (in parallel; gone is fine)."""
+        """Remove our finalizer from each pod, then delete it (in parallel; gone is fine);
+        only pods the operator made, each with its uid as a precondition."""
         ...
 
     def releasing(self, namespace: str, eval_uid: str) -> int:
@@ -198,7 +243,7 @@ def slim_pod(pod: Mapping[str, Any]) -> dict[str, Any]:
 
     Why: a pass LISTs every live pod of an eval, and a decoded kwok pod is ~12 KB of
     Python objects even without managedFields, most of it spec (env, security context,
-    volumes, tolerations) and metadata (annotations, ownerReferences) that nothing reads;
+    volumes, tolerations) and metadata (annotations but the creation mark) that nothing reads;
     at 10,000 tracked pods that is the operator's peak RSS. What is kept is exactly what
     the readers of `EvalApi.list_pods` use: the metadata in `_POD_METADATA`, each
     container's name, `terminationGracePeriodSeconds` and `nodeName` from spec (the
@@ -219,8 +264,12 @@ def slim_pod(pod: Mapping[str, Any]) -> dict[str, Any]:
     for key in ("terminationGracePeriodSeconds", "nodeName"):
         if key in spec:
             slim_spec[key] = spec[key]
+    slim_meta = {key: meta[key] for key in _POD_METADATA if key in meta}
+    mark = _mapping(meta.get("annotations")).get(ANNOTATION_CREATED_BY)
+    if mark is not None:
+        slim_meta["annotations"] = {ANNOTATION_CREATED_BY: mark}
     return {
-        "metadata": {key: meta[key] for key in _POD_METADATA if key in meta},
+        "metadata": slim_meta,
         "spec": slim_spec,
         "status": pod.get("status") or {},
     }
@@ -250,6 +299,7 @@ class Kube:
         )
         self._client = client.ApiClient(configuration)
         self._client.user_agent = self._config.user_agent
+        self._signer = PodSigner(self._config.pod_key)
         self._pool = ThreadPoolExecutor(
             max_workers=self._config.write_threads, thread_name_prefix="passhat-kube"
         )
@@ -417,6 +467,12 @@ class Kube:
             if not token:
                 return pods
 
+    def get_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
+        status, data = self._request(
+            "get", "GET", f"/api/v1/namespaces/{namespace}/pods/{name}", ok_statuses=(404,)
+        )
+        return None if status == 404 else slim_pod(data)
+
     def get_config_map(self, namespace: str, name: str) -> dict[str, Any] | None:
         status, data = self._request(
             "get",
@@ -458,9 +514,9 @@ class Kube:
         create: Sequence[Mapping[str, Any]],
         before: Callable[[Mapping[str, Any]], None] | None = None,
     ) -> list[str]:
-        for pod in keep:
+        for pod in self._ours(namespace, keep):
             self._release_later(namespace, pod, self._keep_pod, before)
-        for pod in release:
+        for pod in self._ours(namespace, release):
             self._release_later(namespace, pod, self._release_pod, before)
         taken = self._parallel(
             [functools.partial(self._create_pod, namespace, pod) for pod in create]
@@ -468,7 +524,12 @@ class Kube:
         return [name for name in taken if name is not None]
 
     def release_pods(self, namespace: str, pods: Sequence[Mapping[str, Any]]) -> None:
-        self._parallel([functools.partial(self._release_pod, namespace, pod) for pod in pods])
+        self._parallel(
+            [
+                functools.partial(self._release_pod, namespace, pod)
+                for pod in self._ours(namespace, pods)
+            ]
+        )
 
     def releasing(self, namespace: str, eval_uid: str) -> int:
         with self._releasing_lock:
@@ -526,6 +587,22 @@ class Kube:
             response.response.release_conn()
 
     # -- helpers ----------------------------------------------------------------------------
+
+    def _ours(self, namespace: str, pods: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+        """The pods the operator made, with a uid (the preconditions need it); the others
+        are logged and left alone."""
+        mine: list[Mapping[str, Any]] = []
+        for pod in pods:
+            meta = pod.get("metadata") or {}
+            if meta.get("uid") and self._signer.owner_uid(pod) is not None:
+                mine.append(pod)
+            else:
+                logger.warning(
+                    "not touching pod %s/%s: the operator did not create it",
+                    namespace,
+                    meta.get("name"),
+                )
+        return mine
 
     def _release_later(
         self,
@@ -604,17 +681,21 @@ class Kube:
         self._patch_out_finalizer(namespace, pod, extra=[label])
 
     def _release_pod(self, namespace: str, pod: Mapping[str, Any]) -> None:
-        """Remove exactly our finalizer (a `test` op guards the index), then delete."""
+        """Remove exactly our finalizer (`test` ops guard the uid and the index), then
+        delete with the uid as a precondition (409: a pod of that name replaced it)."""
         meta = pod.get("metadata") or {}
         if not self._patch_out_finalizer(namespace, pod, extra=[]):
             return
         if meta.get("deletionTimestamp") is None:
-            precondition = {"preconditions": {"uid": meta.get("uid")}} if meta.get("uid") else {}
             self._request(
                 "delete",
                 "DELETE",
                 f"/api/v1/namespaces/{namespace}/pods/{meta.get('name')}",
-                body={"kind": "DeleteOptions", "apiVersion": "v1", **precondition},
+                body={
+                    "kind": "DeleteOptions",
+                    "apiVersion": "v1",
+                    "preconditions": {"uid": meta.get("uid")},
+                },
                 ok_statuses=(404, 409),
             )
 
@@ -622,14 +703,16 @@ class Kube:
         self, namespace: str, pod: Mapping[str, Any], *, extra: list[dict[str, Any]]
     ) -> bool:
         """One JSON patch: remove exactly our finalizer (a `test` op guards its index) plus
-        the `extra` ops. Without our finalizer, only `extra` is applied (if any). False
-        when the pod is gone."""
+        the `extra` ops, all behind a `test` of the pod's uid. Without our finalizer, only
+        `extra` is applied (if any). False when the pod is gone or was replaced by another
+        of the same name."""
         meta = pod.get("metadata") or {}
+        uid = meta.get("uid")
         path = f"/api/v1/namespaces/{namespace}/pods/{meta.get('name')}"
         current: Mapping[str, Any] | None = pod
         for _ in range(5):
             finalizers = list((current or {}).get("metadata", {}).get("finalizers") or [])
-            ops: list[dict[str, Any]] = []
+            ops: list[dict[str, Any]] = [{"op": "test", "path": "/metadata/uid", "value": uid}]
             if FINALIZER in finalizers:
                 index = finalizers.index(FINALIZER)
                 ops += [
@@ -637,7 +720,7 @@ class Kube:
                     {"op": "remove", "path": f"/metadata/finalizers/{index}"},
                 ]
             ops += extra
-            if not ops:
+            if len(ops) == 1:
                 return True
             status, _ = self._request(
                 "patch",
@@ -651,8 +734,8 @@ class Kube:
                 return False
             if status != 422:
                 return True
-            # NB: 422 = the test op failed: the finalizer list changed; read it again.
+            # NB: 422 = a test op failed: the finalizer list changed, or the pod was replaced.
             status, current = self._request("get", "GET", path, ok_statuses=(404,))
-            if status == 404:
+            if status == 404 or (current or {}).get("metadata", {}).get("uid") != uid:
                 return False
         return True

@@ -20,9 +20,14 @@ A pass reads everything it decides on from the API server, never from memory:
 6. Create the pods of slots that are not final and have no pod for their current attempt,
    up to `parallelism` live pods (deterministic names: re-creating is a harmless 409; a
    name the LIST did not show but a create finds taken belongs to a pod whose labels were
-   changed: the next pass counts that attempt as infra_error/lost and moves on).
+   changed, or to someone else's pod that took it first: the next pass counts that attempt
+   as infra_error/lost and moves on).
 
-Only pods the eval controls (owner reference) and whose name matches their labels count.
+Only pods the operator made for this eval count, and only they are touched: a controller
+owner reference to the eval and the operator's creation mark (`ownership.PodSigner`,
+which a tenant cannot forge); of those, only pods whose name matches their labels count.
+A pod that took an attempt's name first is never touched: that attempt is lost and the
+next one gets a new name.
 
 The operator may die between any two API calls. Every step is safe to repeat: the ledger
 refuses an attempt it already holds, a pod cannot vanish before its outcome is in status
@@ -52,15 +57,11 @@ from passhat.operator.archive import Archiver, RecordedAttempt, manifest_of
 from passhat.operator.config import OperatorConfig
 from passhat.operator.deadline import deadline_exceeded_status, deadline_message
 from passhat.operator.kube import ApiError, Conflict, EvalApi
+from passhat.operator.ownership import PodSigner
 from passhat.operator.pods import (
-    FINALIZER,
-    LABEL_ATTEMPT,
-    LABEL_TASK,
-    LABEL_TRIAL,
     EvalRef,
     PodKey,
     build_pod,
-    eval_owner,
     pod_key,
     pod_name,
 )
@@ -85,6 +86,9 @@ from passhat.trials.retry import RetryPlan
 __all__ = ["EvalLoop", "PassResult", "PassState", "Recorded"]
 
 logger = logging.getLogger(__name__)
+
+# ForeignTrialPod events per eval and operator process, at most.
+_MAX_FOREIGN_REPORTED = 10
 
 
 class PassState(Enum):
@@ -227,6 +231,7 @@ class EvalLoop:
         self._on_recorded = on_recorded
         self._on_status = on_status
         self._archiver = archiver
+        self._signer = PodSigner(self.config.pod_key)
         self._resolved: tuple[int, _Resolved] | None = None
         # In memory only (a restart forgets them; see the module docstring):
         self._not_before: dict[tuple[int, int], float] = {}
@@ -242,6 +247,8 @@ class EvalLoop:
         # This pass's unschedulable pods (name, waited_s, message); the last event's time.
         self._unschedulable: dict[str, tuple[float, str]] = {}
         self._unschedulable_reported_at: float | None = None
+        # Look-alike pods reported (a ForeignTrialPod event each, up to a cap).
+        self._foreign: set[str] = set()
 
     # -- spec and tasks -------------------------------------------------------------------
 
@@ -301,7 +308,7 @@ class EvalLoop:
         rv = str(meta.get("resourceVersion"))
         generation = int(meta.get("generation") or 0)
         previous: Mapping[str, Any] = body.get("status") or {}
-        pods = api.list_pods(ref.namespace, ref.uid)
+        pods = self._own_pods(body, api.list_pods(ref.namespace, ref.uid))
 
         if is_terminal(previous):
             # Finished before (maybe by an earlier process): only clean up leftovers.
@@ -337,10 +344,6 @@ class EvalLoop:
         held = 0
 
         for pod in pods:
-            if eval_owner(pod.get("metadata") or {}, ref.uid) is None:
-                # NB: carries our labels but we did not make it: never counted, never touched.
-                self._warn_once(f"pod {_name(pod)} has this eval's labels but is not its pod")
-                continue
             key = pod_key(pod)
             if key is None or key.task >= ledger.n_tasks or key.trial >= ledger.trials:
                 logger.warning("%s: pod %s has no valid slot labels", ref.name, _name(pod))
@@ -373,28 +376,32 @@ class EvalLoop:
 
         self._report_unschedulable(body, now)
         for key, name in self._taken_slots(ledger, live):
-            # The attempt's pod name is taken by a pod no pass lists (its labels were
-            # changed or removed): that attempt is lost, the next one gets a new name.
-            verdict = Verdict(
-                Outcome.INFRA_ERROR,
-                LOST,
-                f"pod {name} is no longer recognisable as this attempt's pod "
-                "(its labels were changed); it is released",
-            )
+            # The attempt's pod name is taken by a pod no pass lists: that attempt is lost,
+            # the next one gets a new name.
+            holder = api.get_pod(ref.namespace, name)
+            if holder is None or self._signer.owns(holder, ref.uid):
+                # Our pod, whose labels were changed or removed: released (if not gone).
+                message = (
+                    f"pod {name} is no longer recognisable as this attempt's pod "
+                    "(its labels were changed); it is released"
+                )
+                if holder is not None:
+                    done.append(holder)
+            else:
+                # NB: someone took the name first: never counted, never touched.
+                message = (
+                    f"pod {name} holds this attempt's name but was not created by the "
+                    "operator; it is not touched"
+                )
+                task_id = tasks[key.task].id
+                self._emit_once(
+                    body,
+                    events.trial_name_taken(
+                        pod=name, task_id=task_id, trial=key.trial, attempt=key.attempt
+                    ),
+                )
+            verdict = Verdict(Outcome.INFRA_ERROR, LOST, message)
             recorded.append(_fold(ledger, plan, tasks, key, verdict, None))
-            done.append(
-                {
-                    "metadata": {
-                        "name": name,
-                        "finalizers": [FINALIZER],
-                        "labels": {
-                            LABEL_TASK: str(key.task),
-                            LABEL_TRIAL: str(key.trial),
-                            LABEL_ATTEMPT: str(key.attempt),
-                        },
-                    }
-                }
-            )
 
         start_problem = self._note_start_failures(
             recorded, spec, ledger, [task.id for task in tasks]
@@ -492,7 +499,10 @@ class EvalLoop:
         # From here on the recorded outcomes are safe in status.
         # NB: a stopped eval lets every pod go, also the live ones (they are deleted).
         keep, release = _dispose(list(pods) if stopping else done, ledger)
-        create = [build_pod(eval_ref=ref, spec=spec, task=tasks[k.task], key=k) for k in to_create]
+        create = [
+            self._signer.sign(build_pod(eval_ref=ref, spec=spec, task=tasks[k.task], key=k))
+            for k in to_create
+        ]
         let_go = len(keep) + len(release)
         if let_go or create:
             before = self._archive_hook(body, ledger, recorded, now) if let_go else None
@@ -527,6 +537,21 @@ class EvalLoop:
         return PassResult(state, recorded, len(to_create), let_go, status)
 
     # -- pieces of the pass -------------------------------------------------------------------
+
+    def _own_pods(
+        self, body: Mapping[str, Any], pods: list[dict[str, Any]]
+    ) -> list[dict[str, Any]]:
+        """The listed pods the operator made for this eval; each other one (our labels
+        copied onto a pod someone else created) is reported once and left alone."""
+        own = [pod for pod in pods if self._signer.owns(pod, self.ref.uid)]
+        if len(own) < len(pods):
+            for pod in pods:
+                if len(self._foreign) >= _MAX_FOREIGN_REPORTED:
+                    break  # NB: events are not a log: a flood of look-alikes is not echoed
+                if _name(pod) not in self._foreign and not self._signer.owns(pod, self.ref.uid):
+                    self._foreign.add(_name(pod))
+                    self._emit_once(body, events.foreign_pod(pod=_name(pod)))
+        return own
 
     def _archive_hook(
         self,
@@ -853,10 +878,12 @@ class EvalLoop:
             events.unschedulable(pods=len(noted), pod=name, waited_s=waited, message=message),
         )
 
-    def _warn_once(self, message: str) -> None:
-        if message not in self._reported:
-            self._reported.add(message)
-            logger.warning("%s: %s", self.ref.name, message)
+    def _emit_once(self, body: Mapping[str, Any], event: events.Event) -> None:
+        """Post `event` (and log it) unless this loop posted the same one before."""
+        if event.message not in self._reported:
+            self._reported.add(event.message)
+            logger.warning("%s: %s", self.ref.name, event.message)
+            self._emit(body, event)
 
     def _emit(self, body: Mapping[str, Any], event: events.Event) -> None:
         if self._post_event is not None:

@@ -24,6 +24,7 @@ import kopf
 from passhat.api.errors import UsageError
 from passhat.operator.config import OperatorConfig
 from passhat.operator.live import client_config
+from passhat.operator.ownership import load_pod_key
 from passhat.operator.policy import TrialPolicy
 from passhat.operator.records_api import RecordsApiServer, open_records_api
 from passhat.operator.server import DEFAULT_METRICS_PORT, OperatorServer
@@ -77,6 +78,9 @@ class OperatorOptions:
     records_api_host: str = "0.0.0.0"
     records_api_cert: str | None = None
     records_api_key: str | None = None
+    # The file holding the key of the operator's creation mark on its pods (ownership.py);
+    # None: ownership.default_key_file(), made when absent.
+    pod_key_file: str | None = None
 
 
 def config_with(settings: Sequence[str], base: OperatorConfig | None = None) -> OperatorConfig:
@@ -158,7 +162,11 @@ def run_operator(options: OperatorOptions) -> None:
     """
     if not 0 <= options.metrics_port <= 65535:
         raise UsageError(f"--metrics-port {options.metrics_port}: must be 0..65535")
-    config = dataclasses.replace(options.config, trial_policy=options.trial_policy)
+    try:
+        pod_key = load_pod_key(options.pod_key_file)
+    except (OSError, ValueError) as err:
+        raise UsageError(f"--pod-key-file: {err}") from None
+    config = dataclasses.replace(options.config, trial_policy=options.trial_policy, pod_key=pod_key)
     if options.kubeconfig is not None:
         # NB: kopf logs in through the kubernetes client, which reads $KUBECONFIG.
         os.environ["KUBECONFIG"] = options.kubeconfig

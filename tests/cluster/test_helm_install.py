@@ -147,6 +147,12 @@ def test_every_attempt_of_the_example_is_on_the_record(
         ("get", "secrets", "system", False),
         ("create", "pods --subresource=exec", "evals", False),
         ("create", "pods --subresource=eviction", "evals", False),
+        # NB: exactly the calls it makes (kube.API_CALLS): ConfigMaps by name only, logs
+        ("get", "configmaps", "evals", True),
+        ("list", "configmaps", "evals", False),
+        ("watch", "configmaps", "evals", False),
+        ("get", "pods --subresource=log", "evals", True),
+        ("update", "consistencyevals.passhat.dev", "evals", False),
     ],
 )
 def test_namespaced_mode_rights(

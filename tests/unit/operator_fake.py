@@ -4,7 +4,9 @@
 exactly-once argument relies on: resourceVersions and 409 on a stale status write, merge
 patches of status, finalizers that keep a deleted pod around (deletionTimestamp) until
 the last one is removed, AlreadyExists on a second create of a name, LIST leaving out pods
-labelled recorded (the loop's kept pods). It can "kill the
+labelled recorded (the loop's kept pods), and like `Kube` it keeps or releases only pods
+the operator made (`foreign_touches` names the others it was asked to) and only the pod
+with the uid it was given (a pod of the same name created since is left alone). It can "kill the
 operator" at the N-th API call, before or after that call takes effect (a lost
 response), by raising `Killed`, which no code under test catches.
 
@@ -21,7 +23,9 @@ import zlib
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from passhat.operator.config import OperatorConfig
 from passhat.operator.kube import ApiError, Conflict
+from passhat.operator.ownership import PodSigner
 from passhat.operator.pods import FINALIZER, LABEL_EVAL_UID, LABEL_RECORDED, pod_key
 
 
@@ -96,6 +100,9 @@ class FakeApi:
         }
         self.created_names: list[str] = []
         self.logs: dict[str, bytes] = {}
+        # Pods the operator was asked to keep or release but did not make (never touched).
+        self.foreign_touches: list[str] = []
+        self._signer = PodSigner(OperatorConfig().pod_key)
 
     # -- fault injection ------------------------------------------------------------------
 
@@ -150,6 +157,11 @@ class FakeApi:
             if pod["metadata"]["labels"].get(LABEL_EVAL_UID) == eval_uid
             and LABEL_RECORDED not in pod["metadata"]["labels"]
         ]
+
+    def get_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
+        self._call()
+        pod = self.pods.get(name)
+        return copy.deepcopy(pod) if pod is not None else None
 
     def get_config_map(self, namespace: str, name: str) -> dict[str, Any] | None:
         self._call()
@@ -218,12 +230,23 @@ class FakeApi:
                 self.create_pods(namespace, [pod])
         return taken
 
+    def _target(self, pod: Mapping[str, Any]) -> dict[str, Any] | None:
+        """The stored pod a keep or release of `pod` applies to: None when gone, replaced
+        (another uid: the precondition fails) or not made by the operator."""
+        if self._signer.owner_uid(pod) is None:
+            self.foreign_touches.append(pod["metadata"]["name"])
+            return None
+        stored = self.pods.get(pod["metadata"]["name"])
+        if stored is None or stored["metadata"].get("uid") != pod["metadata"].get("uid"):
+            return None
+        return stored
+
     def keep_pods(self, namespace: str, pods: Sequence[Mapping[str, Any]]) -> None:
         """One patch per pod: our finalizer out, the recorded label in (the pod stays)."""
         for pod in pods:
             name = pod["metadata"]["name"]
             kill_after = self._call()
-            stored = self.pods.get(name)
+            stored = self._target(pod)
             if stored is not None:
                 finalizers = stored["metadata"].get("finalizers", [])
                 if FINALIZER in finalizers:
@@ -258,7 +281,7 @@ class FakeApi:
         for pod in pods:
             name = pod["metadata"]["name"]
             kill_after = self._call()
-            stored = self.pods.get(name)
+            stored = self._target(pod)
             if stored is not None and FINALIZER in stored["metadata"].get("finalizers", []):
                 stored["metadata"]["finalizers"].remove(FINALIZER)
                 self.writes["release"] += 1
@@ -266,7 +289,7 @@ class FakeApi:
             if kill_after:
                 raise Killed("after release")
             kill_after = self._call()
-            stored = self.pods.get(name)
+            stored = self._target(pod)
             if stored is not None and not stored["metadata"].get("deletionTimestamp"):
                 self.delete_pod(name)
             if kill_after:

@@ -13,8 +13,10 @@ import pytest
 from kubernetes import client
 
 from passhat.api.spec import Grading
+from passhat.operator.config import OperatorConfig
 from passhat.operator.kube import Kube, slim_pod
 from passhat.operator.loop import _duration
+from passhat.operator.ownership import PodSigner
 from passhat.operator.pods import FINALIZER, pod_key
 from passhat.trials.classify_pod import classify_pod
 
@@ -136,11 +138,21 @@ class ScriptedKube(Kube):
         return self.answers.pop(0) if self.answers else (200, {})
 
 
+def ours(name: str, finalizers: list[str], *, uid: str = "u-1") -> dict[str, Any]:
+    """A pod the operator made (controller reference to eval e-1, the creation mark)."""
+    owner = {"kind": "ConsistencyEval", "name": "e", "uid": "e-1", "controller": True}
+    meta: dict[str, Any] = {"name": name, "namespace": "ns", "uid": uid}
+    meta |= {"finalizers": finalizers, "labels": {}, "ownerReferences": [owner]}
+    return PodSigner(OperatorConfig().pod_key).sign({"metadata": meta})
+
+
 def trial_pod(finalizers: list[str]) -> dict[str, Any]:
-    return {"metadata": {"name": "p", "uid": "u-1", "finalizers": finalizers, "labels": {}}}
+    return ours("p", finalizers)
 
 
+TEST_UID = {"op": "test", "path": "/metadata/uid", "value": "u-1"}
 TEST_OURS_AT_1 = [
+    TEST_UID,
     {"op": "test", "path": "/metadata/finalizers/1", "value": FINALIZER},
     {"op": "remove", "path": "/metadata/finalizers/1"},
 ]
@@ -160,11 +172,12 @@ def test_keep_is_one_patch_finalizer_out_label_in() -> None:
 def test_keep_rereads_when_the_finalizers_moved_and_labels_without_ours() -> None:
     """A failed `test` op (422) re-reads the pod and patches at the new index; a pod
     without our finalizer only gets the label."""
-    moved = {"metadata": {"name": "p", "finalizers": [FINALIZER]}}
+    moved = {"metadata": {"name": "p", "uid": "u-1", "finalizers": [FINALIZER]}}
     kube = ScriptedKube([(422, {}), (200, moved)])
     kube.settle("ns", keep=[trial_pod(["other", FINALIZER])], release=[], create=[])
     kube.drain()
     at_0 = [
+        TEST_UID,
         {"op": "test", "path": "/metadata/finalizers/0", "value": FINALIZER},
         {"op": "remove", "path": "/metadata/finalizers/0"},
     ]
@@ -176,7 +189,7 @@ def test_keep_rereads_when_the_finalizers_moved_and_labels_without_ours() -> Non
     kube.requests.clear()
     kube.settle("ns", keep=[trial_pod(["other"])], release=[], create=[])
     kube.drain()
-    assert kube.requests == [("PATCH", POD_PATH, [ADD_RECORDED])]
+    assert kube.requests == [("PATCH", POD_PATH, [TEST_UID, ADD_RECORDED])]
     kube.close()
 
 
@@ -229,7 +242,7 @@ def test_settle_returns_after_the_creates_and_hides_pods_being_released() -> Non
     """Keeps run in the background; until one is done its pod is not listed (the loop
     would only release it again), and a second settle does not send it twice."""
     kube = BlockedKube()
-    pod_a = {"metadata": {"name": "a", "finalizers": [FINALIZER], "labels": {}}}
+    pod_a = ours("a", [FINALIZER])
     new = {"metadata": {"name": "c"}}
     kube.settle("ns", keep=[pod_a], release=[], create=[new])
     assert ("POST", "/api/v1/namespaces/ns/pods", new) in kube.requests  # NB: done already
@@ -264,7 +277,7 @@ def test_a_keep_ending_during_a_list_leaves_its_pod_out_of_that_list() -> None:
     (else the pass would archive and release it a second time); a LIST sent after the
     keep ended is trusted again."""
     kube = SlowListKube()
-    pod_a = {"metadata": {"name": "a", "finalizers": [FINALIZER], "labels": {}}}
+    pod_a = ours("a", [FINALIZER])
     kube.settle("ns", keep=[pod_a], release=[], create=[])
     assert kube.patching.wait(30)
     listed: list[list[str]] = []
@@ -317,3 +330,52 @@ def test_config_map_metadata_is_a_partial_object_metadata_get() -> None:
             "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1",
         ),
     ]
+
+
+def test_pods_the_operator_did_not_make_are_never_patched_or_deleted() -> None:
+    """A look-alike (our labels, controller reference and finalizer, no mark), a pod
+    carrying another pod's mark, one marked with another key and one without a uid get
+    no request at all, kept, released or released on deletion."""
+    look_alike = ours("p", [FINALIZER])
+    del look_alike["metadata"]["annotations"]
+    copied = ours("p", [FINALIZER])
+    copied["metadata"]["name"] = "q"
+    other_key = PodSigner(b"k" * 32).sign(
+        {"metadata": {**ours("p", [FINALIZER])["metadata"], "annotations": {}}}
+    )
+    no_uid = ours("p", [FINALIZER], uid="")
+    foreign = [look_alike, copied, other_key, no_uid]
+    kube = ScriptedKube([])
+    kube.settle("ns", keep=foreign, release=foreign, create=[])
+    kube.release_pods("ns", foreign)
+    kube.drain()
+    assert kube.requests == []
+    kube.close()
+
+
+def test_a_pod_replaced_under_the_same_name_is_left_alone() -> None:
+    """The uid `test` op fails (422) and the re-read shows another uid: no second patch and
+    no delete; a delete refused by its uid precondition (409) is not an error."""
+    replaced = {"metadata": {"name": "p", "uid": "u-2", "finalizers": [FINALIZER]}}
+    kube = ScriptedKube([(422, {}), (200, replaced)])
+    kube.release_pods("ns", [trial_pod([FINALIZER])])
+    assert [m for m, _, _ in kube.requests] == ["PATCH", "GET"]
+    kube.requests.clear()
+    kube.answers = [(200, {}), (409, {"reason": "Conflict"})]
+    kube.release_pods("ns", [trial_pod([FINALIZER])])
+    assert [(m, body) for m, _, body in kube.requests][1] == (
+        "DELETE",
+        {"kind": "DeleteOptions", "apiVersion": "v1", "preconditions": {"uid": "u-1"}},
+    )
+    kube.close()
+
+
+def test_slim_pod_keeps_the_creation_mark_only() -> None:
+    """Of a listed pod's annotations only the operator's creation mark is kept (the
+    ownership check reads it)."""
+    pod = ours("p", [FINALIZER])
+    pod["metadata"]["annotations"]["big"] = "x" * 1000
+    assert slim_pod(pod)["metadata"]["annotations"] == {
+        "passhat.dev/created-by": pod["metadata"]["annotations"]["passhat.dev/created-by"]
+    }
+    assert PodSigner(OperatorConfig().pod_key).owner_uid(slim_pod(pod)) == "e-1"

@@ -11,6 +11,7 @@ import pytest
 
 from passhat.operator.config import OperatorConfig
 from passhat.operator.loop import EvalLoop, PassState
+from passhat.operator.ownership import PodSigner
 from passhat.operator.pods import FINALIZER, LABEL_RECORDED, EvalRef, pod_key
 from passhat.operator.status import condition_status
 from passhat.trials.ledger import SlotLedger, SlotState
@@ -436,7 +437,8 @@ def test_recorded_pod_that_still_runs_is_deleted_not_kept() -> None:
 
 def test_leftover_of_a_finished_eval_is_kept() -> None:
     """A finished eval's pod still holding our finalizer (released by no one yet) is
-    released and kept by the next operator; a running stray is deleted."""
+    released and kept by the next operator; a running stray of ours is deleted, a
+    look-alike the operator did not create is left alone."""
     harness = Harness(20)
     harness.run()
     kept = harness.api.kept_pods()
@@ -444,16 +446,21 @@ def test_leftover_of_a_finished_eval_is_kept() -> None:
     leftover["labels"].pop(LABEL_RECORDED)
     leftover["finalizers"] = [FINALIZER]
     stray = copy.deepcopy(harness.api.pods[kept[1]])
-    stray["metadata"].update(name="stray", finalizers=[FINALIZER])
+    stray["metadata"].update(name="stray", uid="stray-uid", finalizers=[FINALIZER])
     stray["metadata"]["labels"].pop(LABEL_RECORDED)
     stray["metadata"]["labels"]["passhat.dev/attempt"] = "9"  # never recorded
     stray["status"] = {"phase": "Running"}
-    harness.api.pods["stray"] = stray
+    look_alike = copy.deepcopy(stray)
+    look_alike["metadata"].update(name="look-alike", uid="look-alike-uid")
+    harness.api.pods["look-alike"] = look_alike  # NB: its mark is the stray's
+    harness.api.pods["stray"] = PodSigner(OperatorConfig().pod_key).sign(stray)
     harness.loop = harness.new_loop()
     assert harness.loop.run_pass().state is PassState.DONE
     assert sorted(harness.api.kept_pods()) == sorted(kept)
-    assert harness.api.pods_with_finalizer() == []
+    assert harness.api.pods_with_finalizer() == ["look-alike"]
     assert "stray" not in harness.api.pods
+    assert harness.api.pods["look-alike"] == look_alike
+    assert harness.api.foreign_touches == []
 
 
 def test_recorded_pod_whose_phase_lags_is_kept() -> None:

@@ -13,6 +13,7 @@ import pytest
 from passhat import metrics
 from passhat.operator import handlers
 from passhat.operator.config import OperatorConfig
+from passhat.operator.ownership import PodSigner
 from passhat.operator.pods import FINALIZER, LABEL_EVAL_UID, EvalRef
 
 
@@ -46,32 +47,40 @@ def test_scanning_is_off_when_serving_named_namespaces(
         assert settings.scanning.disabled is disabled
 
 
+def held(
+    name: str, eval_name: str, uid: str, finalizers: list[str], *, marked: bool = True
+) -> dict[str, Any]:
+    """A listed trial pod of eval `eval_name`; made by the operator when `marked`."""
+    pod = {
+        "metadata": {
+            "name": name,
+            "namespace": "ns",
+            "uid": f"pod-{name}",
+            "labels": {LABEL_EVAL_UID: uid},
+            "finalizers": finalizers,
+            "ownerReferences": [{"name": eval_name, "uid": uid, "controller": True}],
+        }
+    }
+    return PodSigner(OperatorConfig().pod_key).sign(pod) if marked else pod
+
+
 class StrandedApi:
-    """Trial pods of two evals, one of which is gone; records releases and lookups."""
+    """Trial pods of two evals, one of which is gone, and a look-alike of the gone one's
+    that the operator did not make; records releases and lookups."""
 
     def __init__(self) -> None:
         self.released: list[str] = []
         self.lookups: list[tuple[str, str]] = []
 
     def list_held_pods(self, namespace: str | None) -> list[dict[str, Any]]:
-        def pod(name: str, eval_name: str, uid: str, finalizers: list[str]) -> dict[str, Any]:
-            return {
-                "metadata": {
-                    "name": name,
-                    "namespace": "ns",
-                    "labels": {LABEL_EVAL_UID: uid},
-                    "finalizers": finalizers,
-                    "ownerReferences": [{"name": eval_name, "uid": uid, "controller": True}],
-                }
-            }
-
         assert namespace is None
         return [
-            pod("gone-a0", "gone", "u-gone", [FINALIZER]),
-            pod("gone-a1", "gone", "u-gone", [FINALIZER]),
-            pod("gone-free", "gone", "u-gone", []),
-            pod("live-a0", "live", "u-live", [FINALIZER]),
-            pod("reused-a0", "reused", "u-old", [FINALIZER]),
+            held("forged-a0", "gone", "u-gone", [FINALIZER], marked=False),
+            held("gone-a0", "gone", "u-gone", [FINALIZER]),
+            held("gone-a1", "gone", "u-gone", [FINALIZER]),
+            held("gone-free", "gone", "u-gone", []),
+            held("live-a0", "live", "u-live", [FINALIZER]),
+            held("reused-a0", "reused", "u-old", [FINALIZER]),
         ]
 
     def get_eval(self, namespace: str, name: str) -> dict[str, Any] | None:
@@ -96,7 +105,8 @@ def test_pods_whose_eval_is_gone_are_released_at_start(
     served: Callable[[list[str]], None],
 ) -> None:
     """Held pods of a deleted eval (or of an earlier eval of the same name) are released,
-    with one lookup per eval; those of a live eval and those nothing holds are not."""
+    with one lookup per eval; those of a live eval, those nothing holds and a look-alike
+    the operator did not make (listed first) are not."""
     served([])
     api = StrandedApi()
     sweep(api)
@@ -148,16 +158,7 @@ class FinishedApi(StrandedApi):
         self.settled: list[tuple[list[str], list[str]]] = []
 
     def list_held_pods(self, namespace: str | None) -> list[dict[str, Any]]:
-        pod = {
-            "metadata": {
-                "name": "done-a0",
-                "namespace": "ns",
-                "labels": {LABEL_EVAL_UID: "u-done"},
-                "finalizers": [FINALIZER],
-                "ownerReferences": [{"name": "done", "uid": "u-done", "controller": True}],
-            }
-        }
-        return [*super().list_held_pods(namespace), pod]
+        return [*super().list_held_pods(namespace), held("done-a0", "done", "u-done", [FINALIZER])]
 
     def get_eval(self, namespace: str, name: str) -> dict[str, Any] | None:
         if name == "done":

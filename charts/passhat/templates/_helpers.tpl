@@ -62,28 +62,44 @@ app.kubernetes.io/component: operator
 
 {{/*
 The operator's permissions, shared by the ClusterRole (cluster-wide mode) and each Role
-(namespaced mode). Least privilege: no Secrets, no pods/exec, no evictions.
+(namespaced mode): exactly the calls it makes (passhat/operator/kube.py API_CALLS, held to
+this by tests/unit/test_chart_rbac.py). No Secrets, no pods/exec, no evictions, no lists or
+watches of ConfigMaps.
 */}}
 {{- define "passhat.rules" -}}
-# The resource it serves: watch it, add kopf's finalizer/annotations, write its status.
+# The resource it serves: kopf watches it and patches its finalizer and annotations; each
+# pass reads it (get) and writes its status (patch).
 - apiGroups: [passhat.dev]
   resources: [consistencyevals]
-  verbs: [get, list, watch, patch, update]
+  verbs: [get, list, watch, patch]
 - apiGroups: [passhat.dev]
   resources: [consistencyevals/status]
-  verbs: [get, patch, update]
-# One pod per trial attempt: create, read, release its finalizer (patch), delete.
+  verbs: [patch]
+# One pod per trial attempt: create, list/watch/get, release its finalizer (patch), delete.
 - apiGroups: [""]
   resources: [pods]
   verbs: [get, list, watch, create, patch, delete]
-# Task lists kept in ConfigMaps (spec.tasksFrom); read-only.
+# Transcripts archived into the record store.
+- apiGroups: [""]
+  resources: [pods/log]
+  verbs: [get]
+# Task lists kept in ConfigMaps (spec.tasksFrom): each one read by name.
 - apiGroups: [""]
   resources: [configmaps]
-  verbs: [get, list, watch]
+  verbs: [get]
 # Events about retries, config errors and completion.
-- apiGroups: ["", events.k8s.io]
+- apiGroups: [""]
   resources: [events]
-  verbs: [create, patch]
+  verbs: [create]
+{{- end }}
+
+{{/* The Secret holding the key of the operator's creation mark on its pods. */}}
+{{- define "passhat.podKeySecret" -}}
+{{- if .Values.operator.podKey.existingSecret -}}
+{{- .Values.operator.podKey.existingSecret -}}
+{{- else -}}
+{{- printf "%s-pod-key" (include "passhat.fullname" .) | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
 {{- end }}
 
 {{/*
