@@ -97,6 +97,13 @@ def test_spec_parse_smoke() -> None:
     assert set(result) == {"examples/eval.yaml", "3 tasks"}
 
 
+def test_archive_cpu_smoke() -> None:
+    """bench/archive_cpu.py: a few hundred archives into a store that keeps nothing."""
+    result = _last_json("archive_cpu.py", "--attempts", "300", "--repeat", "1", "--profile")
+    assert result["attempts"] == 300 and result["transcript_kib"] == 100
+    assert isinstance(result["cpu_us_per_attempt"], float) and result["cpu_us_per_attempt"] > 0
+
+
 def test_bench_memory_limit_smoke() -> None:
     """`--memory-limit` puts the limit on passhat's trials (and says so in the JSON line)."""
     result = _last_json(

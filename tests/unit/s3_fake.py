@@ -83,7 +83,8 @@ def _signature_problem(state: FakeS3, seen: Seen) -> str | None:
     headers = {name: seen.headers[name] for name in signed if name in seen.headers}
     if set(headers) != set(signed):
         return f"signed headers missing on the wire: {set(signed) - set(headers)}"
-    url = f"http://{seen.headers['host']}{seen.path}"
+    # NB: through a forward proxy the request line holds the whole URL
+    url = seen.path if "://" in seen.path else f"http://{seen.headers['host']}{seen.path}"
     request = botocore.awsrequest.AWSRequest(
         method=seen.method,
         url=url,

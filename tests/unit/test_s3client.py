@@ -328,6 +328,25 @@ def test_tls_is_verified_against_aws_ca_bundle(
     assert [request.method for request in server.seen] == ["PUT", "GET"]
 
 
+def test_http_proxy_is_used_unless_no_proxy_says_otherwise(
+    server: FakeS3, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With HTTP_PROXY the request goes to the proxy, signed for the endpoint's host;
+    NO_PROXY naming that host sends it direct (here: to a name that does not resolve)."""
+    monkeypatch.setenv("HTTP_PROXY", server.endpoint)
+    endpoint = "http://s3.passhat.invalid:9000"
+    S3Store(bucket="records", endpoint=endpoint, max_attempts=1).put("a/b.json", b"{}")
+    request = server.seen[-1]
+    assert request.path == f"{endpoint}/records/a/b.json"
+    assert request.headers["host"] == "s3.passhat.invalid:9000"
+    assert server.buckets["records"]["a/b.json"] == b"{}"
+    monkeypatch.setenv("NO_PROXY", "passhat.invalid")
+    store = S3Store(bucket="records", endpoint=endpoint, max_attempts=1)
+    with pytest.raises(StoreError, match="cannot connect"):
+        store.put("a/c.json", b"{}")
+    assert "a/c.json" not in server.buckets["records"]
+
+
 def test_the_operator_never_imports_boto3() -> None:
     """Opening an S3 store and the operator's modules loads neither boto3 nor botocore."""
     code = (
