@@ -186,6 +186,7 @@ def test_deadline_ends_the_eval_keeping_what_was_scored(
     manifest = eval_manifest("late", tasks=3, trials=1, parallelism=2, ks=[1])
     manifest["spec"]["activeDeadlineSeconds"] = 30
     body = create_eval(api_client, namespace, manifest)
+    assert body["spec"].get("activeDeadlineSeconds") == 30, "the cluster's CRD pruned the field"
     wait_for(lambda: len(trial_pods(core_v1, namespace)) == 2, 60, "2 trial pods")
     kept = end_pod(core_v1, namespace, "-t0-0-a0", 0)
     wait_for(
