@@ -73,7 +73,7 @@ apiserver_args() {
     --service-cluster-ip-range "$SERVICE_CIDR" \
     --authorization-mode Node,RBAC --enable-admission-plugins NodeRestriction \
     --allow-privileged=true \
-    --audit-policy-file "$HERE/audit-policy.yaml" --audit-log-path "$LOGS/audit.log" \
+    --audit-policy-file "$ETC/audit-policy.yaml" --audit-log-path "$LOGS/audit.log" \
     --audit-log-maxsize 500 --audit-log-maxbackup 2 \
     --max-requests-inflight 800 --max-mutating-requests-inflight 400 \
     --requestheader-client-ca-file "$PKI/front-proxy-ca.crt" \
@@ -96,6 +96,8 @@ start_apiserver() {
     log "kube-apiserver runs with old flags: restarting it"
     stop_component kube-apiserver 10
   fi
+  # NB: a copy in the cluster's own directory: the flag then names no checkout's path.
+  cmp -s "$HERE/audit-policy.yaml" "$ETC/audit-policy.yaml" || cp "$HERE/audit-policy.yaml" "$ETC/audit-policy.yaml"
   pid_alive kube-apiserver && { wait_until "kube-apiserver /readyz" 180 "$LOGS/kube-apiserver.log" api_healthy; return; }
   apiserver_args
   start_component kube-apiserver "${APISERVER_ARGS[@]}"

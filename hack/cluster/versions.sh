@@ -10,7 +10,9 @@ HELM_VERSION=v3.22.0          # helm.sh/helm/v3 (latest v3 on the proxy)
 SEAWEED_VERSION=v0.0.0-20261109003541-7506e5f91cd6
 
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-CLUSTER_DIR="${REPO_ROOT}/.cluster"
+# NB: resolved physically, so a second checkout whose .cluster is a symlink to this one
+# (git worktrees) names the same paths in the components' flags and does not restart them.
+CLUSTER_DIR="$(cd "${REPO_ROOT}/.cluster" 2>/dev/null && pwd -P || echo "${REPO_ROOT}/.cluster")"
 PASSHAT_CACHE_DIR="${PASSHAT_CACHE_DIR:-/var/cache/passhat}"
 export GOMODCACHE="${PASSHAT_CACHE_DIR}/gomod"
 export GOCACHE="${PASSHAT_CACHE_DIR}/gocache"
