@@ -31,6 +31,7 @@ from passhat.stats import KSummary
 
 __all__ = [
     "API_ERRORS_TOTAL",
+    "CREATE_BACKOFFS_TOTAL",
     "FLAKY_TASKS",
     "GATE_PASSED",
     "INFRA_ERROR_RATIO",
@@ -47,6 +48,7 @@ __all__ = [
     "Metrics",
     "forget_eval",
     "observe_api_error",
+    "observe_create_backoff",
     "observe_status",
     "observe_summaries",
     "observe_trial",
@@ -212,6 +214,13 @@ API_ERRORS_TOTAL = Counter(
     ("verb",),
     registry=REGISTRY,
 )
+CREATE_BACKOFFS_TOTAL = Counter(
+    "passhat_create_backoffs",
+    "Times the API server refused an eval's trial pods for now and the eval's creates backed "
+    "off (passhat.operator.pacing); labels: reason (QuotaExceeded, Throttled, Forbidden)",
+    ("reason",),
+    registry=REGISTRY,
+)
 
 RECORDS_ARCHIVED_TOTAL = Counter(
     "passhat_records_archived",
@@ -243,6 +252,7 @@ METRIC_NAMES = (
     "passhat_api_errors_total",
     "passhat_records_archived_total",
     "passhat_archive_errors_total",
+    "passhat_create_backoffs_total",
 )
 
 
@@ -382,6 +392,11 @@ def observe_trial(
 def observe_api_error(verb: str) -> None:
     """Count one failed Kubernetes API call of the operator (verb: get, list, create, ...)."""
     API_ERRORS_TOTAL.labels(verb).inc()
+
+
+def observe_create_backoff(reason: str) -> None:
+    """Count one backoff of an eval's pod creates (reason: the CreateRefused reason)."""
+    CREATE_BACKOFFS_TOTAL.labels(reason).inc()
 
 
 def forget_eval(namespace: str, eval_name: str, *, metrics: Metrics = METRICS) -> None:

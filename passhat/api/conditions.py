@@ -16,6 +16,7 @@ __all__ = [
     "COMPLETE",
     "CONDITION_TYPES",
     "CONFIG_ERROR",
+    "CREATE_REFUSED",
     "FAILED",
     "GATE_PASSED",
     "INFRA_ERRORS_HIGH",
@@ -23,16 +24,20 @@ __all__ = [
     "REASON_ALL_FINAL",
     "REASON_ARCHIVED",
     "REASON_BELOW_THRESHOLD",
+    "REASON_CREATED",
     "REASON_DEADLINE_EXCEEDED",
     "REASON_FIRST_ATTEMPTS_FAILED",
+    "REASON_FORBIDDEN",
     "REASON_GATE_MET",
     "REASON_GATE_MISSED",
     "REASON_INVALID_SPEC",
+    "REASON_QUOTA_EXCEEDED",
     "REASON_RESOLVED",
     "REASON_RUNNING",
     "REASON_STORE_FAILING",
     "REASON_TASKS_CHANGED",
     "REASON_TASKS_UNAVAILABLE",
+    "REASON_THROTTLED",
     "REASON_UNSAFE_TEMPLATE",
     "find_condition",
     "set_condition",
@@ -58,6 +63,11 @@ FAILED = "Failed"
 # complete until every record is in the store. False once the store works again.
 ARCHIVE_PENDING = "ArchivePending"
 
+# True while the API server refuses the eval's trial pods for now (a full ResourceQuota,
+# other admission, throttling): creates back off, the message says why and until when.
+# False once they are created again; absent while never refused (passhat.operator.pacing).
+CREATE_REFUSED = "CreateRefused"
+
 CONDITION_TYPES = (
     COMPLETE,
     GATE_PASSED,
@@ -65,6 +75,7 @@ CONDITION_TYPES = (
     INFRA_ERRORS_HIGH,
     ARCHIVE_PENDING,
     FAILED,
+    CREATE_REFUSED,
 )
 
 # -- reasons ----------------------------------------------------------------------------
@@ -100,6 +111,15 @@ REASON_DEADLINE_EXCEEDED = "DeadlineExceeded"
 REASON_STORE_FAILING = "StoreFailing"
 # ArchivePending=False: every recorded attempt is in the record store again.
 REASON_ARCHIVED = "Archived"
+# CreateRefused=True: a ResourceQuota of the namespace is full (403 "exceeded quota").
+REASON_QUOTA_EXCEEDED = "QuotaExceeded"
+# CreateRefused=True: the API server throttles the operator (429).
+REASON_THROTTLED = "Throttled"
+# CreateRefused=True: other admission refused the pod for now (403: a LimitRange, a
+# service account not yet created, a webhook).
+REASON_FORBIDDEN = "Forbidden"
+# CreateRefused=False: trial pods are created again.
+REASON_CREATED = "Created"
 
 _STATUSES = frozenset({"True", "False", "Unknown"})
 

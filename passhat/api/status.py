@@ -107,7 +107,10 @@ class Condition(_Model):
     """A condition in the Kubernetes shape (see passhat.api.conditions)."""
 
     type: str = Field(
-        description="Complete, GatePassed, ConfigError, InfraErrorsHigh, ArchivePending or Failed."
+        description=(
+            "Complete, GatePassed, ConfigError, InfraErrorsHigh, ArchivePending, Failed or "
+            "CreateRefused."
+        )
     )
     status: Literal["True", "False", "Unknown"] = Field(description="True, False or Unknown.")
     reason: str = Field(description="A CamelCase reason.")
@@ -167,7 +170,10 @@ class EvalStatus(_Model):
     gate: GateResult | None = Field(default=None, description="The gate's result.")
     conditions: list[Condition] = Field(
         default_factory=list,
-        description="Complete, GatePassed, ConfigError, InfraErrorsHigh, ArchivePending, Failed.",
+        description=(
+            "Complete, GatePassed, ConfigError, InfraErrorsHigh, ArchivePending, Failed, "
+            "CreateRefused."
+        ),
         json_schema_extra={
             "x-kubernetes-list-type": "map",
             "x-kubernetes-list-map-keys": ["type"],

@@ -42,8 +42,20 @@ class OperatorConfig:
     infra_error_threshold: float = 0.2
     # Lists capped in status (full lists in `passhat report`).
     max_listed_tasks: int = 50
-    # Parallel API writes (creates, finalizer releases, deletes) per operator.
+    # Parallel API writes (creates, finalizer releases, deletes) per operator; one eval
+    # uses at most write_threads - write_threads // 4 of them at once (kube.Kube).
     write_threads: int = 16
+    # Pod creates of a pass go in slow-start batches of 1, 2, 4, ... up to this many
+    # (only one batch of pod bodies is in memory at a time), at most create_per_pass_max
+    # per pass (the Job controller's MaxPodCreateDeletePerSync) (passhat.operator.pacing).
+    create_batch_max: int = 32
+    create_per_pass_max: int = 500
+    # While the API server refuses creates for now (403 quota/admission, 429), an eval's
+    # creates back off from this delay, doubling per refused pass up to the max.
+    create_backoff_initial_s: float = 1.0
+    create_backoff_max_s: float = 300.0
+    # A QuotaExceeded / FailedCreate event per eval and reason at most this often.
+    refusal_event_interval_s: float = 600.0
     # Per-request timeout and the retry budget of one API call on 5xx / connection errors.
     request_timeout_s: float = 30.0
     request_retries: int = 5

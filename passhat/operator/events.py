@@ -27,6 +27,7 @@ __all__ = [
     "FOREIGN_POD",
     "GATE_FAILED",
     "GATE_PASSED",
+    "QUOTA_EXCEEDED",
     "RETRIES_EXHAUSTED",
     "TRIAL_NAME_TAKEN",
     "TRIAL_RETRIED",
@@ -35,8 +36,8 @@ __all__ = [
     "RetryLimiter",
     "completed",
     "config_error",
+    "create_refused",
     "deadline_exceeded",
-    "failed_create",
     "foreign_pod",
     "gate_result",
     "post",
@@ -54,9 +55,12 @@ TRIAL_RETRIED = "TrialRetried"
 RETRIES_EXHAUSTED = "RetriesExhausted"
 # Warning: the eval cannot run as written (field named in the message); no pods are made
 CONFIG_ERROR = "ConfigError"
-# Warning: the API server refused to create trial pods (quota, LimitRange, a missing
-# service account, ...); the eval keeps retrying, like a Job's FailedCreate
+# Warning: the API server refused to create trial pods for now (a LimitRange, a missing
+# service account, throttling, ...); the eval backs off and retries, like a Job's FailedCreate
 FAILED_CREATE = "FailedCreate"
+# Warning: a ResourceQuota of the namespace refused trial pods (403 "exceeded quota"); the
+# eval's creates back off (passhat.operator.pacing) and are tried again, one pod first
+QUOTA_EXCEEDED = "QuotaExceeded"
 # Warning: a trial pod could not be scheduled for a while (no node fits its requests,
 # selectors or tolerations); the eval waits, like a Job's pods
 UNSCHEDULABLE = "TrialPodUnschedulable"
@@ -127,9 +131,15 @@ def deadline_exceeded(message: str) -> Event:
     )
 
 
-def failed_create(message: str) -> Event:
-    """Creating trial pods failed with an error a retry may get past (e.g. quota)."""
-    return Event(WARNING, FAILED_CREATE, f"cannot create trial pods (retrying): {message}")
+def create_refused(*, quota: bool, message: str, retry_s: float) -> Event:
+    """The API server refused trial pods for now (a full quota when `quota`, else other
+    admission or throttling); creates are tried again in `retry_s` seconds at the latest."""
+    return Event(
+        WARNING,
+        QUOTA_EXCEEDED if quota else FAILED_CREATE,
+        f"cannot create trial pods for now (next try within {retry_s:g}s, one pod first; "
+        f"reported at most every few minutes): {message}",
+    )
 
 
 def unschedulable(*, pods: int, pod: str, waited_s: float, message: str) -> Event:

@@ -6,7 +6,9 @@ recorded, delete a pod, read a pod or a ConfigMap)
 and it needs them fast: the benchmark compares the operator with the Job controller, so
 nothing here deserializes into client models, every call reads straight from the API
 server (never a possibly-stale cache: the exactly-once argument depends on it), and the
-writes of one pass go out in parallel on a thread pool.
+writes of one pass go out in parallel on thread pools shared fairly by the evals
+(`fairpool.FairPool`: round robin over evals, each capped at three quarters of the
+threads), so one eval's backlog never holds up another's writes.
 
 Every write to an existing pod (a finalizer patch, a delete) is made only to a pod the
 operator made (`ownership.PodSigner`: controller owner reference and creation mark) and
@@ -19,7 +21,9 @@ the rendered (Cluster)Role to.
 handlers use; `Kube` implements both over the `kubernetes` client's REST layer, and the
 unit tests implement `EvalApi` in memory. Transient failures (5xx, 429, connection
 errors: the API server restarting) are retried a few times here; anything longer fails
-the pass, which the loop simply runs again later.
+the pass, which the loop simply runs again later. A pod create is the exception: a 429 on
+it is not retried here, and a batch of creates stops sending at its first error, so the
+eval's pacing (`pacing.py`) backs off instead.
 """
 
 from __future__ import annotations
@@ -32,7 +36,7 @@ import threading
 import time
 import urllib.parse
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future
 from typing import Any, Protocol, TypeVar
 
 import urllib3
@@ -40,6 +44,7 @@ import urllib3
 from passhat import metrics
 from passhat.api.spec import GROUP, VERSION
 from passhat.operator.config import OperatorConfig
+from passhat.operator.fairpool import FairPool
 from passhat.operator.ownership import ANNOTATION_CREATED_BY, PodSigner
 from passhat.operator.pods import FINALIZER, LABEL_EVAL_UID, LABEL_RECORDED
 
@@ -59,7 +64,13 @@ PLURAL = "consistencyevals"
 T = TypeVar("T")
 
 
-LIST_PAGE_SIZE = "500"
+# LIST pages: the first asks for LIST_FIRST_PAGE pods; each later one for at most twice
+# as many as the page before, as many as fit in LIST_PAGE_BYTES at the largest size per
+# pod seen so far, and at most LIST_PAGE_SIZE. (Pods carry their task's params in env:
+# 500 pods of 64 KiB params, the most allowed, are a 32 MB response or more.)
+LIST_PAGE_SIZE = 500
+LIST_FIRST_PAGE = 10
+LIST_PAGE_BYTES = 8 * 1024 * 1024
 # Trial pods of one eval whose outcome is not yet recorded and released (kept pods carry
 # LABEL_RECORDED and are never listed or watched again).
 _UNRECORDED = f"!{LABEL_RECORDED}"
@@ -174,6 +185,9 @@ class EvalApi(Protocol):
         """Create, keep and release pods, all in parallel; the names of the creates that
         found their name taken (409) are returned.
 
+        The creates stop at the first error: pods of `create` not yet sent by then are not
+        sent (a full quota refuses them all alike), and that error is raised.
+
         `before(pod)` runs first for each pod to keep or release (the archive of its
         attempt); when it raises, that pod is neither kept nor released (the next pass
         lists it again).
@@ -283,6 +297,12 @@ def _retryable(status: int) -> bool:
     return status == 429 or status >= 500
 
 
+def _eval_key(namespace: str, pods: Sequence[Mapping[str, Any]]) -> str:
+    """Whose writes these are, for the fair pools: the first pod's eval (uid label)."""
+    labels = (pods[0].get("metadata") or {}).get("labels") or {} if pods else {}
+    return f"{namespace}/{labels.get(LABEL_EVAL_UID, '')}"
+
+
 class Kube:
     """`EvalApi` over the kubernetes client's REST layer, raw JSON, retried, parallel."""
 
@@ -300,27 +320,29 @@ class Kube:
         self._client = client.ApiClient(configuration)
         self._client.user_agent = self._config.user_agent
         self._signer = PodSigner(self._config.pod_key)
-        self._pool = ThreadPoolExecutor(
-            max_workers=self._config.write_threads, thread_name_prefix="passhat-kube"
-        )
+        threads = self._config.write_threads
+        # NB: one eval never takes more than 3/4 of a pool: a quarter stays for the others
+        # even while its requests are slow.
+        per_eval = max(1, threads - threads // 4)
+        self._pool = FairPool(threads, per_key=per_eval, name="passhat-kube")
         # NB: releases run on a pool of their own, so a pass's creates never queue behind
         # the previous pass's releases, and the next pass need not wait for them.
-        self._release_pool = ThreadPoolExecutor(
-            max_workers=self._config.write_threads, thread_name_prefix="passhat-release"
-        )
+        self._release_pool = FairPool(threads, per_key=per_eval, name="passhat-release")
         # (namespace, pod name) -> eval uid of each keep or release in flight
         self._releasing: dict[tuple[str, str], str] = {}
         # (namespace, pod name) -> when (monotonic) its keep or release ended, for a while
         self._released: dict[tuple[str, str], float] = {}
         self._released_prune_at = 1024
         self._releasing_lock = threading.Lock()
+        # The size of the last response body each thread read (`_list_slim` pages by it).
+        self._local = threading.local()
         # Called with an eval's uid when one of its keeps or releases is done (wakes it).
         self.on_released: Callable[[str], object] | None = None
 
     def close(self) -> None:
         """Stop the write pools and close connections."""
-        self._pool.shutdown(wait=False, cancel_futures=True)
-        self._release_pool.shutdown(wait=False, cancel_futures=True)
+        self._pool.close()
+        self._release_pool.close()
         self._client.close()  # type: ignore[no-untyped-call]
 
     # -- the raw call ---------------------------------------------------------------------
@@ -337,9 +359,11 @@ class Kube:
         ok_statuses: tuple[int, ...] = (),
         raw: bool = False,
         accept: str | None = None,
+        retry_throttled: bool = True,
     ) -> tuple[int, Any]:
         """(status, parsed JSON body, or the bytes with `raw` on success); retries
-        transient failures; raises ApiError. `accept`: another JSON media type."""
+        transient failures (429 only with `retry_throttled`); raises ApiError. `accept`:
+        another JSON media type."""
         url_path = path + ("?" + urllib.parse.urlencode(query) if query else "")
         attempts = self._config.request_retries + 1
         for attempt in range(attempts):
@@ -353,11 +377,13 @@ class Kube:
                 return status, data
             if status != 0 and not _retryable(status):
                 break
+            if status == 429 and not retry_throttled:
+                break
             metrics.observe_api_error(verb)
             if attempt + 1 < attempts:
                 time.sleep(min(0.2 * 2**attempt, 3.0) * (0.5 + random.random()))
         message = data.get("message", "") if isinstance(data, dict) else str(data)[:200]
-        if status != 0 and not _retryable(status):
+        if status != 0 and (not _retryable(status) or (status == 429 and not retry_throttled)):
             metrics.observe_api_error(verb)
         error = Conflict if status == 409 else ApiError
         raise error(verb, status, message)
@@ -392,6 +418,7 @@ class Kube:
             content = response.read()  # type: ignore[no-untyped-call]
         finally:
             response.response.release_conn()
+        self._local.body_bytes = len(content)
         if raw and 200 <= int(response.status) < 300:
             return int(response.status), bytes(content)
         try:
@@ -445,19 +472,26 @@ class Kube:
     ) -> list[dict[str, Any]]:
         """The pods at `path` matching `selector`, slimmed, but for the names `leave_out()`
         returns (asked again for each page)."""
-        # NB: pages of LIST_PAGE_SIZE are one consistent snapshot (continue tokens); decoding
-        # page by page and keeping only what the loop reads (`slim_pod`) keeps the peak
-        # memory of a 10,000-pod eval a fraction of one whole decoded list.
+        # NB: pages are one consistent snapshot (continue tokens); decoding page by page,
+        # each page at most about LIST_PAGE_BYTES, and keeping only what the loop reads
+        # (`slim_pod`) keeps the peak memory of a 10,000-pod eval, or of 1,000 pods with
+        # 64 KiB params each, a fraction of one whole decoded list.
         pods: list[dict[str, Any]] = []
         token = ""
+        limit, per_pod = LIST_FIRST_PAGE, 0
         while True:
-            query = {"labelSelector": selector, "limit": LIST_PAGE_SIZE}
+            query = {"labelSelector": selector, "limit": str(limit)}
             if token:
                 query["continue"] = token
+            self._local.body_bytes = 0
             status, data = self._request("list", "GET", path, query=query, ok_statuses=(410,))
             if status == 410:  # the snapshot expired mid-list: start over
-                pods, token = [], ""
+                pods, token, limit = [], "", LIST_FIRST_PAGE
                 continue
+            items = len(data.get("items") or [])
+            per_pod = max(per_pod, self._local.body_bytes // items if items else 0)
+            fit = LIST_PAGE_BYTES // per_pod if per_pod else LIST_PAGE_SIZE
+            limit = max(1, min(LIST_PAGE_SIZE, 2 * limit, fit))
             skipped = leave_out()
             for pod in data.get("items") or []:
                 if (pod.get("metadata") or {}).get("name") not in skipped:
@@ -518,17 +552,29 @@ class Kube:
             self._release_later(namespace, pod, self._keep_pod, before)
         for pod in self._ours(namespace, release):
             self._release_later(namespace, pod, self._release_pod, before)
+        stop = threading.Event()
+
+        def create_one(pod: Mapping[str, Any]) -> str | None:
+            if stop.is_set():
+                return None  # NB: an earlier create of the batch failed: not sent
+            try:
+                return self._create_pod(namespace, pod)
+            except BaseException:
+                stop.set()
+                raise
+
         taken = self._parallel(
-            [functools.partial(self._create_pod, namespace, pod) for pod in create]
+            _eval_key(namespace, create), [functools.partial(create_one, pod) for pod in create]
         )
         return [name for name in taken if name is not None]
 
     def release_pods(self, namespace: str, pods: Sequence[Mapping[str, Any]]) -> None:
         self._parallel(
+            _eval_key(namespace, pods),
             [
                 functools.partial(self._release_pod, namespace, pod)
                 for pod in self._ours(namespace, pods)
-            ]
+            ],
         )
 
     def releasing(self, namespace: str, eval_uid: str) -> int:
@@ -637,7 +683,7 @@ class Kube:
                     self.on_released(uid)
 
         try:
-            self._release_pool.submit(run)
+            self._release_pool.submit(_eval_key(namespace, [pod]), run)
         except RuntimeError:  # NB: the pool is shut down (closing): the next process will
             with self._releasing_lock:
                 self._releasing.pop(key, None)
@@ -653,12 +699,12 @@ class Kube:
             # NB: amortized: the next prune waits until the map has doubled
             self._released_prune_at = max(1024, 2 * len(self._released))
 
-    def _parallel(self, calls: Sequence[Callable[[], T]]) -> list[T]:
-        """Run calls on the write pool; their results, or the first failure re-raised
-        after all finished."""
+    def _parallel(self, key: str, calls: Sequence[Callable[[], T]]) -> list[T]:
+        """Run calls on the write pool as eval `key`'s; their results, or the first
+        failure re-raised after all finished."""
         if len(calls) <= 1:
             return [call() for call in calls]
-        futures = [self._pool.submit(call) for call in calls]
+        futures: list[Future[T]] = [self._pool.submit(key, call) for call in calls]
         errors = [err for future in futures if (err := future.exception()) is not None]
         if errors:
             raise errors[0]
@@ -672,6 +718,8 @@ class Kube:
             f"/api/v1/namespaces/{namespace}/pods",
             body=dict(pod),
             ok_statuses=(409,),
+            # NB: throttled: the eval backs off (pacing.py), no retries here
+            retry_throttled=False,
         )
         return str((pod.get("metadata") or {}).get("name")) if status == 409 else None
 

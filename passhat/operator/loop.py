@@ -21,7 +21,8 @@ A pass reads everything it decides on from the API server, never from memory:
    up to `parallelism` live pods (deterministic names: re-creating is a harmless 409; a
    name the LIST did not show but a create finds taken belongs to a pod whose labels were
    changed, or to someone else's pod that took it first: the next pass counts that attempt
-   as infra_error/lost and moves on).
+   as infra_error/lost and moves on), paced like the Job controller's creates: slow-start
+   batches, a backoff while the API server refuses them for now (`pacing.py`).
 
 Only pods the operator made for this eval count, and only they are touched: a controller
 owner reference to the eval and the operator's creation mark (`ownership.PodSigner`,
@@ -35,8 +36,8 @@ refuses an attempt it already holds, a pod cannot vanish before its outcome is i
 recorded but not yet released is still listed, and only released), and a slot whose
 current attempt has no pod was simply never created -- so it is created now, under the
 same name. An outcome is never inferred from a missing pod. The only in-memory state is
-retry backoff and the image-error ConfigError counts; losing them on a restart means
-retrying sooner, never counting differently.
+retry backoff, the create pacing and the image-error ConfigError counts; losing them on a
+restart means retrying sooner, never counting differently.
 """
 
 from __future__ import annotations
@@ -58,6 +59,7 @@ from passhat.operator.config import OperatorConfig
 from passhat.operator.deadline import deadline_exceeded_status, deadline_message
 from passhat.operator.kube import ApiError, Conflict, EvalApi
 from passhat.operator.ownership import PodSigner
+from passhat.operator.pacing import CreatePacer, create_paced
 from passhat.operator.pods import (
     EvalRef,
     PodKey,
@@ -96,8 +98,9 @@ class PassState(Enum):
 
     # More work may come: wait for a wake-up or the resync interval.
     CONTINUE = "continue"
-    # The status changed under us (409), or the API server refused a pod for good (the
-    # next pass writes the ConfigError): run the pass again now.
+    # The status changed under us (409), the API server refused a pod for good (the next
+    # pass writes the ConfigError), or the pass created its most and more pods are
+    # missing: run the pass again now.
     CONFLICT = "conflict"
     # Finished for good (complete, failed, deleted, or gone): the daemon may stop.
     DONE = "done"
@@ -241,8 +244,8 @@ class EvalLoop:
         self._pod_refused: str | None = None
         # Creates that found their pod's name taken by a pod no pass counts (see _taken_slots).
         self._taken: dict[PodKey, str] = {}
-        # The last error creating pods (quota, ...), None once creates work again.
-        self._create_failing: str | None = None
+        # Slow start and backoff of this eval's creates (quota, throttling).
+        self._pacer = CreatePacer(config=self.config, clock=clock)
         self._reported: set[str] = set()
         # This pass's unschedulable pods (name, waited_s, message); the last event's time.
         self._unschedulable: dict[str, tuple[float, str]] = {}
@@ -417,7 +420,10 @@ class EvalLoop:
         # the store is down the eval pauses instead of piling up held pods.
         waiting_now = held + (len(recorded) if archive_error is not None else 0)
         capacity = spec.parallelism - len(live) - (waiting_now if archiving else 0)
-        to_create = [] if stopping else self._plan_creates(ledger, live, capacity, now)
+        budget = self._pacer.budget(capacity)
+        may_create = not stopping and self._pacer.may_create(pods_ended=bool(recorded))
+        to_create = self._plan_creates(ledger, live, budget, now) if may_create else []
+        conditions = previous.get("conditions") or []
         archive_waiting = (
             len(recorded) + held + api.releasing(ref.namespace, ref.uid) if archiving else 0
         )
@@ -432,6 +438,7 @@ class EvalLoop:
             and "ledger" in previous
             and previous.get("observedGeneration") == generation
             and progress.get("running") == len(live)
+            and self._pacer.conditions(conditions, generation=generation, now=now) == conditions
             and not (
                 archiving
                 and (
@@ -458,7 +465,7 @@ class EvalLoop:
                     spec=spec,
                     task_ids=[task.id for task in tasks],
                     ledger=ledger,
-                    running=len(live) + (0 if self._create_failing else len(to_create)),
+                    running=len(live) + (0 if self._pacer.refusal else len(to_create)),
                     generation=generation,
                     previous=previous,
                     now=now,
@@ -472,6 +479,9 @@ class EvalLoop:
                     archive_error=archive_error,
                     task_sources=resolved.pins,
                 )
+            )
+            status["conditions"] = self._pacer.conditions(
+                status["conditions"], generation=generation, now=now
             )
             if late is not None:
                 status = deadline_exceeded_status(
@@ -499,42 +509,44 @@ class EvalLoop:
         # From here on the recorded outcomes are safe in status.
         # NB: a stopped eval lets every pod go, also the live ones (they are deleted).
         keep, release = _dispose(list(pods) if stopping else done, ledger)
-        create = [
-            self._signer.sign(build_pod(eval_ref=ref, spec=spec, task=tasks[k.task], key=k))
-            for k in to_create
-        ]
         let_go = len(keep) + len(release)
-        if let_go or create:
-            before = self._archive_hook(body, ledger, recorded, now) if let_go else None
+        created = 0
+        if let_go or to_create:
+            # NB: pod bodies are built one slow-start batch at a time (pacing.py)
             try:
-                taken = api.settle(
-                    ref.namespace, keep=keep, release=release, create=create, before=before
+                paced = create_paced(
+                    api,
+                    ref.namespace,
+                    to_create,
+                    lambda k: self._signer.sign(
+                        build_pod(eval_ref=ref, spec=spec, task=tasks[k.task], key=k)
+                    ),
+                    self._pacer,
+                    keep=keep,
+                    release=release,
+                    before=self._archive_hook(body, ledger, recorded, now) if let_go else None,
                 )
             except ApiError as err:
-                if _refused_for_good(err):
-                    # NB: the next pass, right away, stops the eval with a ConfigError
-                    # naming the cause.
-                    self._pod_refused = str(err)
-                    return PassResult(PassState.CONFLICT, recorded, 0, let_go, status)
-                elif _refused_for_now(err):
-                    # NB: quota, LimitRange, a missing service account: retried every
-                    # resync, reported once per distinct message (a Job's FailedCreate).
-                    self._create_failing = str(err)
-                    if self._create_failing not in self._reported:
-                        self._reported.add(self._create_failing)
-                        self._emit(body, events.failed_create(self._create_failing))
-                else:
+                if not _refused_for_good(err):
                     raise
-                return PassResult(PassState.CONTINUE, recorded, 0, let_go, status)
-            if create:
-                self._create_failing = None
+                # NB: the next pass, right away, stops the eval with a ConfigError naming
+                # the cause.
+                self._pod_refused = str(err)
+                return PassResult(PassState.CONFLICT, recorded, 0, let_go, status)
+            created = paced.created
             names = {pod_name(ref, key): key for key in to_create}
-            self._taken = {names[name]: name for name in taken if name in names}
+            self._taken = {names[name]: name for name in paced.taken if name in names}
+            event = self._pacer.event() if paced.report else None
+            if event is not None:
+                self._emit(body, event)
+            if paced.refusal is not None:
+                return PassResult(PassState.CONTINUE, recorded, created, let_go, status)
         if stopping:
             return PassResult(PassState.DONE, recorded, 0, let_go, status)
         finished = ledger.complete and not live and not archive_waiting
-        state = PassState.DONE if finished else PassState.CONTINUE
-        return PassResult(state, recorded, len(to_create), let_go, status)
+        more = len(to_create) == budget < capacity
+        state = PassState.DONE if finished else PassState.CONFLICT if more else PassState.CONTINUE
+        return PassResult(state, recorded, created, let_go, status)
 
     # -- pieces of the pass -------------------------------------------------------------------
 
@@ -927,12 +939,6 @@ def _fold(
     ledger.record(key.task, key.trial, key.attempt, verdict, final=final)
     delay = 0.0 if final else plan.delay(key.attempt)
     return Recorded(tasks[key.task].id, key, verdict, final, duration_s, delay)
-
-
-def _refused_for_now(err: ApiError) -> bool:
-    """Whether a pod create was refused by admission in a way that may pass later
-    (403: quota exceeded, LimitRange, a service account not yet created)."""
-    return err.verb == "create" and err.status == 403
 
 
 def _name(pod: Mapping[str, Any]) -> str:

@@ -58,8 +58,9 @@ def test_quota_refusal_is_an_event_and_the_eval_recovers(
     namespace: str,
     wait_for: Callable[..., Any],
 ) -> None:
-    """pods=0 quota: one FailedCreate event with the API server's message, no pod, no
-    phantom running count (from the next pass on); once the quota is gone it completes."""
+    """pods=0 quota: one QuotaExceeded event and CreateRefused=True with the API server's
+    message, no pod, no phantom running count (from the next pass on), creates backing
+    off; once the quota is gone it completes and CreateRefused turns False."""
     quota = {
         "apiVersion": "v1",
         "kind": "ResourceQuota",
@@ -73,9 +74,9 @@ def test_quota_refusal_is_an_event_and_the_eval_recovers(
     uid = body["metadata"]["uid"]
 
     def refused() -> list[dict[str, Any]]:
-        return [e for e in _events(core_v1, namespace, uid) if e["reason"] == "FailedCreate"]
+        return [e for e in _events(core_v1, namespace, uid) if e["reason"] == "QuotaExceeded"]
 
-    wait_for(lambda: refused(), 120, "a FailedCreate event")
+    wait_for(lambda: refused(), 120, "a QuotaExceeded event")
     (event,) = refused()
     assert event["type"] == "Warning" and "exceeded quota" in event["message"], event
 
@@ -86,6 +87,11 @@ def test_quota_refusal_is_an_event_and_the_eval_recovers(
     # counts no pod that does not exist
     wait_for(lambda: (status().get("progress") or {}).get("running") == 0, 60, "running 0")
     assert status().get("phase") in ("Pending", "Running")
+    body = wait_for_condition(
+        api_client, namespace, "quota", "CreateRefused", timeout=60, operator=operator
+    )
+    (refusal,) = [c for c in body["status"]["conditions"] if c["type"] == "CreateRefused"]
+    assert refusal["reason"] == "QuotaExceeded" and "exceeded quota" in refusal["message"]
     assert trial_pods(core_v1, namespace) == []
     operator.assert_running()
 
@@ -95,6 +101,9 @@ def test_quota_refusal_is_an_event_and_the_eval_recovers(
             api_client, namespace, "quota", "Complete", timeout=300, operator=operator
         )
     assert done["status"]["progress"]["done"] == 2
+    (refusal,) = [c for c in done["status"]["conditions"] if c["type"] == "CreateRefused"]
+    assert (refusal["status"], refusal["reason"]) == ("False", "Created")
+    assert len(refused()) == 1  # NB: one event per 10 minutes, not one per refused pass
 
 
 def test_unschedulable_pod_is_reported_and_the_eval_waits(

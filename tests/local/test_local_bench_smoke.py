@@ -125,3 +125,12 @@ def test_cgroup_move_smoke() -> None:
     """bench/cgroup_move.py: two moves per pause; every pause timed in the JSON line."""
     result = _last_json("cgroup_move.py", "--repeat", "2")
     assert {"0", "0.01", "0.05"} <= set(result)
+
+
+def test_operator_memory_smoke() -> None:
+    """bench/operator_memory.py: 40 pods of 4 KiB params, all created, peak RSS reported."""
+    result = _last_json("operator_memory.py", "--params-kib", "4", "--parallelism", "40")
+    runs = result["runs"]
+    assert isinstance(runs, list) and len(runs) == 1
+    assert runs[0]["created"] == 40
+    assert runs[0]["peak_rss_mib"] >= runs[0]["rss_before_mib"] > 0

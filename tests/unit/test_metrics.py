@@ -30,6 +30,8 @@ DESIGN_NAMES = [
     "passhat_infra_error_attempts",
     "passhat_records_archived_total",
     "passhat_archive_errors_total",
+    # added with create pacing (issue #17; docs/operator.md#pacing-writes)
+    "passhat_create_backoffs_total",
 ]
 
 STATUS = {
@@ -90,7 +92,11 @@ def test_help_texts_list_label_values(fresh: tuple[CollectorRegistry, metrics.Me
     registry, _ = fresh
     for family in registry.collect():
         assert "labels: namespace, eval" in family.documentation, family.name
-    for metric in (metrics.RECONCILE_DURATION_SECONDS, metrics.API_ERRORS_TOTAL):
+    for metric in (
+        metrics.RECONCILE_DURATION_SECONDS,
+        metrics.API_ERRORS_TOTAL,
+        metrics.CREATE_BACKOFFS_TOTAL,
+    ):
         assert "labels" in metric._documentation
 
 

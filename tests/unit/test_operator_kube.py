@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
-from concurrent.futures import ThreadPoolExecutor
+import urllib.parse
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -117,7 +117,56 @@ def test_list_pods_pages_slims_and_restarts_on_410() -> None:
     assert pods == [slim_pod(pod)] * 4
     assert [q.get("continue") for q in kube.queries] == [None, "1", None, "1", "2"]
     assert all(q["labelSelector"].startswith("passhat.dev/eval-uid=uid-1") for q in kube.queries)
-    assert all(q["limit"] == "500" for q in kube.queries)
+    # NB: a first page of 10, then twice as many each (the size of a page is not known
+    # here: no HTTP)
+    assert [q["limit"] for q in kube.queries] == ["10", "20", "10", "20", "40"]
+
+
+class BigPodsKube(Kube):
+    """`Kube` whose HTTP layer answers LISTs with pages of `pod`, `pages` pages long."""
+
+    def __init__(self, pod: dict[str, Any], pages: int) -> None:
+        super().__init__(client.Configuration())
+        self.pod = pod
+        self.pages = pages
+        self.limits: list[int] = []
+
+    def _once(
+        self,
+        method: str,
+        url_path: str,
+        body: Any,
+        content_type: str,
+        *,
+        raw: bool = False,
+        accept: str | None = None,
+    ) -> tuple[int, Any]:
+        query = dict(urllib.parse.parse_qsl(url_path.partition("?")[2]))
+        self.limits.append(int(query["limit"]))
+        index = int(query.get("continue") or 0)
+        more = {"continue": str(index + 1)} if index + 1 < self.pages else {}
+        page = {"items": [self.pod] * self.limits[-1], "metadata": more}
+        self._local.body_bytes = len(json.dumps(page))
+        return 200, page
+
+
+def test_list_pages_shrink_to_a_few_mib_when_pods_are_large() -> None:
+    """Pods carrying 900 KiB of params each: the first page asks for 10, the next ones
+    for as many as fit in LIST_PAGE_BYTES (8 MiB: 9 pods), not 500 (a 450 MB response);
+    small pods get pages of 10, 20, 40, ... up to 500."""
+    pod = fixture("kwok_exit0.json")
+    pod["spec"]["containers"][0]["env"] = [{"name": "PASSHAT_TASK", "value": "x" * 900 * 1024}]
+    kube = BigPodsKube(pod, pages=4)
+    small = BigPodsKube(fixture("kwok_exit0.json"), pages=9)
+    try:
+        pods = kube.list_pods("ns", "uid-1")
+        small.list_pods("ns", "uid-1")
+    finally:
+        kube.close()
+        small.close()
+    assert small.limits == [10, 20, 40, 80, 160, 320, 500, 500, 500]
+    assert kube.limits == [10, 9, 9, 9]
+    assert len(pods) == 37 and pods[0] == slim_pod(pod)
 
 
 class ScriptedKube(Kube):
@@ -130,8 +179,7 @@ class ScriptedKube(Kube):
 
     def drain(self) -> None:
         """Wait until every background release is done."""
-        self._release_pool.shutdown(wait=True)
-        self._release_pool = ThreadPoolExecutor(max_workers=2)
+        assert self._release_pool.join(30)
 
     def _request(self, verb: str, method: str, path: str, **kwargs: Any) -> tuple[int, Any]:
         self.requests.append((method, path, kwargs.get("body")))

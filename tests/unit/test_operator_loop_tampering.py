@@ -53,10 +53,18 @@ def test_forged_pod_with_our_labels_is_never_counted_or_touched() -> None:
     assert LABEL_RECORDED not in harness.api.pods["forged"]["metadata"]["labels"]
 
 
+def creates_first(ops: list[tuple[str, Any]]) -> None:
+    """FakeApi.settle's order: creates before keeps and releases."""
+    ops.sort(key=lambda op: op[0] != "create")
+
+
 def test_relabelled_pod_is_released_and_its_trial_runs_again() -> None:
     """A trial pod relabelled as another trial is not counted for either; its own trial is
     retried under a new name and the other trial's real pod is untouched."""
     harness = harness_of(4)
+    # NB: creates reach the API server before the pass's releases are through (the real
+    # API wrapper releases in the background), so the create below finds its name taken.
+    harness.api.rng.shuffle = creates_first  # type: ignore[method-assign,assignment]
     harness.loop.run_pass()
     moved = next(name for name in harness.api.pods if name.endswith("-t0-1-a0"))
     other = next(name for name in harness.api.pods if name.endswith("-t0-3-a0"))
@@ -94,9 +102,11 @@ def test_pod_hidden_from_the_list_does_not_stall_its_slot() -> None:
         assert old is None or FINALIZER not in old["metadata"].get("finalizers", []), change
 
 
-def test_quota_refusal_is_reported_once_and_retried() -> None:
-    """A 403 on create (quota, LimitRange) keeps the eval running, posts one FailedCreate
-    event per distinct message, counts no phantom running pods, and recovers."""
+def test_quota_refusal_backs_off_is_reported_and_recovers() -> None:
+    """A 403 "exceeded quota" on create keeps the eval running: one pod is tried, the eval
+    backs off (no POST until the backoff ends, then one pod, doubling the wait), posts
+    one QuotaExceeded event, shows CreateRefused=True with the quota's message, counts no
+    phantom running pods, and recovers once the quota has room."""
     harness = harness_of(1)
     posted: list[events.Event] = []
     harness.loop = EvalLoop(
@@ -107,22 +117,38 @@ def test_quota_refusal_is_reported_once_and_retried() -> None:
         post_event=lambda body, event: posted.append(event),
     )
     real_settle = harness.api.settle
+    posts: list[int] = []
 
     def refuse(namespace: str, *, keep: Any, release: Any, create: Any, **_: Any) -> list[str]:
         if create:
+            posts.append(len(create))
             raise ApiError("create", 403, 'pods "x" is forbidden: exceeded quota: q')
         return real_settle(namespace, keep=keep, release=release, create=create)
 
     harness.api.settle = refuse  # type: ignore[method-assign]
     for _ in range(3):
         assert harness.loop.run_pass().state is PassState.CONTINUE
-    assert [event.reason for event in posted] == [events.FAILED_CREATE]
+    assert posts == [1]  # NB: slow start: one pod, then the backoff (1 s) holds
+    harness.clock.now += 1.0
+    harness.loop.run_pass()
+    harness.clock.now += 1.0  # NB: the backoff doubled to 2 s
+    harness.loop.run_pass()
+    assert posts == [1, 1]
+    assert [event.reason for event in posted] == [events.QUOTA_EXCEEDED]
     assert "exceeded quota" in posted[0].message
-    assert harness.status["progress"]["running"] == 0
+    status = harness.status
+    assert status["progress"]["running"] == 0
+    refused = next(c for c in status["conditions"] if c["type"] == "CreateRefused")
+    assert (refused["status"], refused["reason"]) == ("True", "QuotaExceeded")
+    assert "exceeded quota: q" in refused["message"]
     assert harness.api.pods == {}
     harness.api.settle = real_settle  # type: ignore[method-assign]
+    harness.clock.now += 1.0
     harness.loop.run_pass()
     assert len(harness.api.pods) == 1
+    harness.loop.run_pass()
+    refused = next(c for c in harness.status["conditions"] if c["type"] == "CreateRefused")
+    assert (refused["status"], refused["reason"]) == ("False", "Created")
 
 
 UNSCHEDULABLE = [
