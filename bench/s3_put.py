@@ -4,7 +4,7 @@ Per attempt the operator PUTs a transcript (100 KiB here, `--transcript-kib`) an
 record (2 KiB, `--record-kib`) to the record store. This script times exactly that
 against the test cluster's S3 server (SeaweedFS, `.cluster/s3.env`) with two clients:
 
-- `boto3`: the store as it was until session 11 (boto3 S3 client, path-style, standard
+- `boto3`: the store as it was until session 12 (boto3 S3 client, path-style, standard
   retries, pool of 32, checksums only when required, Content-MD5 on every PUT);
 - `passhat`: `passhat.records.s3.S3Store` as it is now (passhat.records.s3client).
 
