@@ -23,4 +23,4 @@ log "passhat image (hack/image/build.sh)"
 bash hack/image/build.sh
 
 log "pytest"
-python3 -m pytest "$@"
+python3 -m pytest --durations=25 "$@"
