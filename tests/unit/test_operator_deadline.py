@@ -8,10 +8,9 @@ from typing import Any
 from passhat.api import conditions as cond
 from passhat.operator import events
 from passhat.operator.deadline import deadline_message, seconds_left
-from passhat.operator.loop import EvalLoop, PassState
+from passhat.operator.loop import PassState
 from passhat.operator.status import condition_status, is_terminal
 from passhat.trials.ledger import SlotLedger
-from tests.unit.operator_fake import terminated
 from tests.unit.test_operator_loop import Harness, spec
 
 DEADLINE = 600
@@ -29,22 +28,8 @@ def harness_with_deadline(*, tasks: int = 4, **overrides: Any) -> tuple[Harness,
     )
     harness = Harness(70, body=body)
     harness.api.evals["demo"]["metadata"]["creationTimestamp"] = "2023-11-14T22:13:20Z"
-    posted: list[Any] = []
-    harness.loop = EvalLoop(
-        harness.api,
-        harness.ref,
-        config=harness.loop.config,
-        clock=harness.clock,
-        post_event=lambda body, event: posted.append(event),
-    )
+    posted = harness.collect_events()
     return harness, posted
-
-
-def finish(harness: Harness, name: str, code: int) -> None:
-    now = harness.clock.now
-    status = harness.api.pods[name]["status"]
-    status["phase"] = "Succeeded" if code == 0 else "Failed"
-    status["containerStatuses"] = [terminated(code, reason="Completed", now=now, start=now - 1)]
 
 
 def test_past_the_deadline_the_eval_fails_and_keeps_what_was_scored() -> None:
@@ -58,7 +43,7 @@ def test_past_the_deadline_the_eval_fails_and_keeps_what_was_scored() -> None:
     harness.clock.now += DEADLINE - 10
     harness.loop.run_pass()
     assert harness.status["phase"] != "Failed"
-    finish(harness, running[0], 0)
+    harness.finish(running[0], 0)
     harness.clock.now += 10
     result = harness.loop.run_pass()
     assert result.state is PassState.DONE
@@ -97,7 +82,7 @@ def test_an_eval_done_before_its_deadline_completes() -> None:
     harness, _ = harness_with_deadline(tasks=2)
     harness.loop.run_pass()
     for name in list(harness.api.pods):
-        finish(harness, name, 0)
+        harness.finish(name, 0)
     harness.clock.now += 5
     assert harness.loop.run_pass().state is PassState.DONE
     assert condition_status(harness.status, cond.COMPLETE) == "True"

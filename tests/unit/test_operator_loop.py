@@ -102,6 +102,25 @@ class Harness:
             self.api, self.ref, config=CONFIG, clock=self.clock, on_recorded=on_recorded
         )
 
+    def collect_events(self) -> list[Any]:
+        """Replace the operator by one whose posted events land in the returned list."""
+        posted: list[Any] = []
+        self.loop = EvalLoop(
+            self.api,
+            self.ref,
+            config=self.loop.config,
+            clock=self.clock,
+            post_event=lambda body, event: posted.append(event),
+        )
+        return posted
+
+    def finish(self, name: str, code: int) -> None:
+        """End pod `name` with exit `code`, as a kubelet would."""
+        now = self.clock.now
+        status = self.api.pods[name]["status"]
+        status["phase"] = "Succeeded" if code == 0 else "Failed"
+        status["containerStatuses"] = [terminated(code, reason="Completed", now=now, start=now - 1)]
+
     def run(
         self,
         *,

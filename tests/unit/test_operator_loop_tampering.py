@@ -7,30 +7,20 @@ from typing import Any
 
 from passhat.operator import events
 from passhat.operator.kube import ApiError
-from passhat.operator.loop import EvalLoop, PassState
+from passhat.operator.loop import PassState
 from passhat.operator.pods import (
     FINALIZER,
     LABEL_EVAL_UID,
     LABEL_RECORDED,
     LABEL_TRIAL,
-    EvalRef,
 )
 from passhat.trials.ledger import SlotLedger
-from tests.unit.operator_fake import terminated
 from tests.unit.test_operator_loop import Harness, spec
 
 
 def harness_of(trials: int, seed: int = 40) -> Harness:
     """One task x `trials` trials, all in flight at once, no retry backoff."""
     return Harness(seed, body=spec(tasks=[{"id": "only"}], trials=trials, ks=[1], parallelism=4))
-
-
-def finish(harness: Harness, name: str, code: int) -> None:
-    """End pod `name` with exit `code`, as a kubelet would."""
-    now = harness.clock.now
-    status = harness.api.pods[name]["status"]
-    status["phase"] = "Succeeded" if code == 0 else "Failed"
-    status["containerStatuses"] = [terminated(code, reason="Completed", now=now, start=now - 1)]
 
 
 def ledger_of(harness: Harness) -> SlotLedger:
@@ -45,7 +35,7 @@ def test_forged_pod_with_our_labels_is_never_counted_or_touched() -> None:
     forged = copy.deepcopy(harness.api.pods[real])
     forged["metadata"].update(name="forged", ownerReferences=[], finalizers=[])
     harness.api.pods["forged"] = forged
-    finish(harness, "forged", 0)
+    harness.finish("forged", 0)
     harness.loop.run_pass()
     ledger = ledger_of(harness)
     assert ledger.attempts(0, 1) == 0 and not ledger.is_final(0, 1)
@@ -69,7 +59,7 @@ def test_relabelled_pod_is_released_and_its_trial_runs_again() -> None:
     moved = next(name for name in harness.api.pods if name.endswith("-t0-1-a0"))
     other = next(name for name in harness.api.pods if name.endswith("-t0-3-a0"))
     harness.api.pods[moved]["metadata"]["labels"][LABEL_TRIAL] = "3"
-    finish(harness, moved, 1)
+    harness.finish(moved, 1)
     harness.loop.run_pass()  # released, not counted; its slot's create finds the name taken
     assert ledger_of(harness).attempts(0, 3) == 0
     assert other in harness.api.pods
@@ -108,14 +98,7 @@ def test_quota_refusal_backs_off_is_reported_and_recovers() -> None:
     one QuotaExceeded event, shows CreateRefused=True with the quota's message, counts no
     phantom running pods, and recovers once the quota has room."""
     harness = harness_of(1)
-    posted: list[events.Event] = []
-    harness.loop = EvalLoop(
-        harness.api,
-        harness.ref,
-        config=harness.loop.config,
-        clock=harness.clock,
-        post_event=lambda body, event: posted.append(event),
-    )
+    posted = harness.collect_events()
     real_settle = harness.api.settle
     posts: list[int] = []
 
@@ -164,16 +147,7 @@ UNSCHEDULABLE = [
 def posting_harness(trials: int) -> tuple[Harness, list[events.Event]]:
     """harness_of(trials) whose loop keeps the events it posts."""
     harness = harness_of(trials)
-    posted: list[events.Event] = []
-    ref: EvalRef = harness.ref
-    harness.loop = EvalLoop(
-        harness.api,
-        ref,
-        config=harness.loop.config,
-        clock=harness.clock,
-        post_event=lambda body, event: posted.append(event),
-    )
-    return harness, posted
+    return harness, harness.collect_events()
 
 
 def test_unschedulable_pod_is_reported_after_the_grace() -> None:

@@ -18,7 +18,7 @@ import pytest
 
 from passhat.operator import events
 from passhat.operator.config import OperatorConfig
-from passhat.operator.loop import EvalLoop, PassState
+from passhat.operator.loop import PassState
 from passhat.operator.ownership import (
     ANNOTATION_CREATED_BY,
     PodSigner,
@@ -27,7 +27,6 @@ from passhat.operator.ownership import (
 )
 from passhat.operator.pods import FINALIZER, LABEL_RECORDED, PodKey, pod_name
 from passhat.trials.ledger import SlotLedger, SlotState
-from tests.unit.operator_fake import terminated
 from tests.unit.test_operator_loop import Harness, spec
 
 SIGNER = PodSigner(OperatorConfig().pod_key)
@@ -83,23 +82,8 @@ def harness_of(trials: int, *, parallelism: int, seed: int = 70) -> tuple[Harnes
     """One task x `trials` trials; the events the loop posts are collected."""
     body = spec(tasks=[{"id": "only"}], trials=trials, ks=[1], parallelism=parallelism)
     harness = Harness(seed, body=body)
-    posted: list[events.Event] = []
-    harness.loop = EvalLoop(
-        harness.api,
-        harness.ref,
-        config=harness.loop.config,
-        clock=harness.clock,
-        post_event=lambda body, event: posted.append(event),
-    )
+    posted = harness.collect_events()
     return harness, posted
-
-
-def finish(harness: Harness, name: str, code: int) -> None:
-    """End pod `name` with exit `code`, as a kubelet would."""
-    now = harness.clock.now
-    status = harness.api.pods[name]["status"]
-    status["phase"] = "Succeeded" if code == 0 else "Failed"
-    status["containerStatuses"] = [terminated(code, reason="Completed", now=now, start=now - 1)]
 
 
 def imitate(harness: Harness, real: str, name: str, *, trial: int) -> dict[str, Any]:
@@ -110,7 +94,7 @@ def imitate(harness: Harness, real: str, name: str, *, trial: int) -> dict[str, 
     pod["metadata"].update(name=name, uid=f"uid-{name}")
     pod["metadata"]["labels"]["passhat.dev/trial"] = str(trial)
     harness.api.pods[name] = pod
-    finish(harness, name, 0)
+    harness.finish(name, 0)
     return copy.deepcopy(pod)
 
 
@@ -124,7 +108,7 @@ def test_a_squatted_trial_name_is_lost_not_counted_nor_touched() -> None:
     (real,) = harness.api.pods
     squatted = pod_name(harness.ref, PodKey(0, 1, 0))
     squatter = imitate(harness, real, squatted, trial=1)
-    finish(harness, real, 1)
+    harness.finish(real, 1)
     for _ in range(4):
         harness.clock.now += 1
         harness.loop.run_pass()
@@ -137,7 +121,7 @@ def test_a_squatted_trial_name_is_lost_not_counted_nor_touched() -> None:
     assert reasons.count(events.FOREIGN_POD) == 1
     (taken,) = [event for event in posted if event.reason == events.TRIAL_NAME_TAKEN]
     assert f"pod {squatted} holds the name of task only trial 1 attempt 0" in taken.message
-    finish(harness, retry, 0)
+    harness.finish(retry, 0)
     for _ in range(3):
         harness.clock.now += 1
         if harness.loop.run_pass().state is PassState.DONE:
@@ -158,7 +142,7 @@ def test_a_look_alike_is_left_alone_at_the_end_and_on_config_error(ending: str) 
     (real,) = harness.api.pods
     look_alike = imitate(harness, real, "look-alike", trial=0)
     if ending == "complete":
-        finish(harness, real, 1)
+        harness.finish(real, 1)
     else:
         harness.api.evals["demo"]["spec"]["trials"] = 2  # NB: the ledger no longer fits
         harness.api.evals["demo"]["metadata"]["generation"] = 2

@@ -14,12 +14,11 @@ from passhat.api.errors import InputError
 from passhat.api.load import parse_spec
 from passhat.operator import events
 from passhat.operator.live import tallies_of
-from passhat.operator.loop import EvalLoop, PassState
+from passhat.operator.loop import PassState
 from passhat.operator.pods import LABEL_TASK
 from passhat.operator.status import condition_status
 from passhat.operator.taskpin import data_digest
 from passhat.trials.ledger import SlotLedger
-from tests.unit.operator_fake import terminated
 from tests.unit.test_operator_loop import Harness, spec
 
 TASKS = "- id: a\n- id: b\n- id: c\n"
@@ -51,22 +50,7 @@ def pinned_harness(
 
     api.get_config_map = get_full  # type: ignore[method-assign]
     api.get_config_map_meta = get_meta  # type: ignore[method-assign]
-    posted: list[Any] = []
-    harness.loop = EvalLoop(
-        api,
-        harness.ref,
-        config=harness.loop.config,
-        clock=harness.clock,
-        post_event=lambda body, event: posted.append(event),
-    )
-    return harness, posted, gets
-
-
-def finish(harness: Harness, name: str, code: int) -> None:
-    now = harness.clock.now
-    status = harness.api.pods[name]["status"]
-    status["phase"] = "Succeeded" if code == 0 else "Failed"
-    status["containerStatuses"] = [terminated(code, reason="Completed", now=now, start=now - 1)]
+    return harness, harness.collect_events(), gets
 
 
 def test_the_first_pass_pins_the_config_map() -> None:
@@ -95,7 +79,7 @@ def test_a_config_map_changed_mid_run_stops_the_eval_keeping_what_was_scored() -
     harness, posted, _ = pinned_harness()
     harness.loop.run_pass()
     first, _ = sorted(harness.api.pods)
-    finish(harness, first, 0)
+    harness.finish(first, 0)
     harness.api.config_maps["suite"]["data"]["t"] = CHANGED
     harness.clock.now += 1
     assert harness.loop.run_pass().state is PassState.DONE
@@ -127,7 +111,7 @@ def test_a_restarted_operator_never_runs_the_new_tasks() -> None:
     harness.loop.run_pass()
     harness.api.config_maps["suite"]["data"]["t"] = CHANGED
     for name in list(harness.api.pods):
-        finish(harness, name, 1)
+        harness.finish(name, 1)
     harness.loop = harness.new_loop()
     harness.clock.now += 1
     assert harness.loop.run_pass().state is PassState.DONE
