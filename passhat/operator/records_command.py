@@ -82,6 +82,13 @@ def _reader_may_leave() -> Iterator[None]:
         os.close(devnull)
 
 
+def _to_stdout(text: str) -> None:
+    """Write `text` to stdout, quietly stopping when its reader has gone."""
+    with _reader_may_leave():
+        sys.stdout.write(text)
+        sys.stdout.flush()
+
+
 def summary_line(title: str, records: Sequence[AttemptRecord]) -> str:
     """`passhat: 40 attempts of 5 tasks in DIR; infra errors by reason: oom_killed 1`."""
     from passhat.report.numbers import by_reason
@@ -102,9 +109,7 @@ def _trials(args: argparse.Namespace) -> int:
     records = source.records()
     text = jsonl(records)
     if args.out is None:
-        with _reader_may_leave():
-            sys.stdout.write(text)
-            sys.stdout.flush()
+        _to_stdout(text)
     else:
         write_file(args.out, text.encode())
     print(summary_line(source.title, records), file=sys.stderr)
@@ -261,9 +266,7 @@ def _regrade(args: argparse.Namespace) -> int:
         timeout=args.timeout,
     )
     text = render_regrade(check, args.format, records=records, title=source.title)
-    with _reader_may_leave():
-        sys.stdout.write(text)
-        sys.stdout.flush()
+    _to_stdout(text)
     return 0
 
 
