@@ -555,14 +555,19 @@ class EvalLoop:
     ) -> list[dict[str, Any]]:
         """The listed pods the operator made for this eval; each other one (our labels
         copied onto a pod someone else created) is reported once and left alone."""
-        own = [pod for pod in pods if self._signer.owns(pod, self.ref.uid)]
-        if len(own) < len(pods):
-            for pod in pods:
-                if len(self._foreign) >= _MAX_FOREIGN_REPORTED:
-                    break  # NB: events are not a log: a flood of look-alikes is not echoed
-                if _name(pod) not in self._foreign and not self._signer.owns(pod, self.ref.uid):
-                    self._foreign.add(_name(pod))
-                    self._emit_once(body, events.foreign_pod(pod=_name(pod)))
+        own: list[dict[str, Any]] = []
+        foreign: list[str] = []
+        for pod in pods:
+            if self._signer.owns(pod, self.ref.uid):
+                own.append(pod)
+            else:
+                foreign.append(_name(pod))
+        for name in foreign:
+            if len(self._foreign) >= _MAX_FOREIGN_REPORTED:
+                break  # NB: events are not a log: a flood of look-alikes is not echoed
+            if name not in self._foreign:
+                self._foreign.add(name)
+                self._emit_once(body, events.foreign_pod(pod=name))
         return own
 
     def _archive_hook(
