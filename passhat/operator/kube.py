@@ -365,6 +365,11 @@ class Kube:
         transient failures (429 only with `retry_throttled`); raises ApiError. `accept`:
         another JSON media type."""
         url_path = path + ("?" + urllib.parse.urlencode(query) if query else "")
+
+        def retried(status: int) -> bool:
+            # NB: 0 is a connection error
+            return status == 0 or (_retryable(status) and (retry_throttled or status != 429))
+
         attempts = self._config.request_retries + 1
         for attempt in range(attempts):
             try:
@@ -375,15 +380,13 @@ class Kube:
                 status, data = 0, {"message": f"{type(err).__name__}: {err}"}
             if 200 <= status < 300 or status in ok_statuses:
                 return status, data
-            if status != 0 and not _retryable(status):
-                break
-            if status == 429 and not retry_throttled:
+            if not retried(status):
                 break
             metrics.observe_api_error(verb)
             if attempt + 1 < attempts:
                 time.sleep(min(0.2 * 2**attempt, 3.0) * (0.5 + random.random()))
         message = data.get("message", "") if isinstance(data, dict) else str(data)[:200]
-        if status != 0 and (not _retryable(status) or (status == 429 and not retry_throttled)):
+        if not retried(status):
             metrics.observe_api_error(verb)
         error = Conflict if status == 409 else ApiError
         raise error(verb, status, message)
