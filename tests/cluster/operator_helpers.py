@@ -456,3 +456,15 @@ def expected_ledger(
                 ledger.record(task, trial, attempt, Verdict(outcome, "exit_code"), final=True)
                 break
     return ledger
+
+
+def passhat(cluster: Any, *args: str) -> subprocess.CompletedProcess[str]:
+    """Run the `passhat` CLI of this interpreter against the test cluster."""
+    return subprocess.run(
+        [sys.executable, "-c", "import sys; from passhat.cli import main; sys.exit(main())", *args],
+        capture_output=True,
+        text=True,
+        env=cluster.env(),
+        timeout=300,
+        check=False,
+    )

@@ -11,8 +11,6 @@ pods run on kwok nodes and end when the test says.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -30,6 +28,7 @@ from tests.cluster.operator_helpers import (
     eval_manifest,
     get_eval,
     operator_in,
+    passhat,
     progress_done,
     trial_pods,
     wait_for_condition,
@@ -52,18 +51,6 @@ def operator(
         extra_args=["--set", "resync_interval_s=1"],
     ) as process:
         yield process
-
-
-def passhat(cluster: Any, *args: str) -> subprocess.CompletedProcess[str]:
-    """The `passhat` CLI of this interpreter against the test cluster."""
-    return subprocess.run(
-        [sys.executable, "-c", "import sys; from passhat.cli import main; sys.exit(main())", *args],
-        capture_output=True,
-        text=True,
-        env=cluster.env(),
-        timeout=300,
-        check=False,
-    )
 
 
 def end_pod(core: client.CoreV1Api, namespace: str, suffix: str, code: int) -> str:

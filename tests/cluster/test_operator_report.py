@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import json
 import signal
-import subprocess
-import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +27,7 @@ from tests.cluster.operator_helpers import (
     eval_manifest,
     get_eval,
     install_crd,
+    passhat,
     wait_for_condition,
 )
 from tests.cluster.surface_helpers import (
@@ -71,18 +70,6 @@ def rows() -> list[dict[str, Any]]:
                 if code != 75:
                     break
     return out
-
-
-def passhat(cluster: Any, *args: str) -> subprocess.CompletedProcess[str]:
-    """Run the `passhat` CLI of this interpreter against the test cluster."""
-    return subprocess.run(
-        [sys.executable, "-c", "import sys; from passhat.cli import main; sys.exit(main())", *args],
-        capture_output=True,
-        text=True,
-        env=cluster.env(),
-        timeout=300,
-        check=False,
-    )
 
 
 @dataclass
