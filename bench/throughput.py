@@ -63,6 +63,8 @@ from passhat.records.layout import StoreLayout
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_KUBECONFIG = REPO / ".cluster" / "kubeconfig"
 DEFAULT_AUDIT_LOG = REPO / ".cluster" / "logs" / "audit.log"
+# hack/cluster/up.sh records each component's pid here (`<name>.pid`).
+DEFAULT_RUN_DIR = REPO / ".cluster" / "run"
 
 BENCH_USER_AGENT = "passhat-bench/1"
 JOB_CONTROLLER_USER = "system:serviceaccount:kube-system:job-controller"
@@ -70,6 +72,8 @@ OPERATOR_SA = "passhat-bench-operator"
 WRITE_VERBS = frozenset({"create", "update", "patch", "delete", "deletecollection"})
 
 EVAL_API = "/apis/passhat.dev/v1alpha1"
+# A list of objects as metadata only (a PartialObjectMetadataList).
+METADATA_LIST = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
 NS_PREFIX = "passhat-bench-"
 OWNER_ANNOTATION = "passhat.dev/bench-owner"  # host/pid of the benchmark that made it
 
@@ -112,6 +116,8 @@ S3_ENV_NAMES = (
     "AWS_DEFAULT_REGION",
 )
 LABEL_EVAL = "passhat.dev/eval"
+# Trial pods not yet kept (released and labelled recorded) or deleted by the operator.
+UNKEPT = "passhat.dev/eval-uid,!passhat.dev/recorded"
 CRD_FILE = REPO / "crds" / f"{CRD_NAME}.yaml"
 
 
@@ -122,6 +128,11 @@ def log(message: str) -> None:
 
 class BenchError(Exception):
     """A side did not complete, or the cluster is not usable for the benchmark."""
+
+
+class Restarted(BenchError):
+    """A cluster process restarted during a side's window (the cluster is shared: other
+    test runs restart the API server): the run is measured again."""
 
 
 # --------------------------------------------------------------------------- the API
@@ -155,13 +166,14 @@ class Kube:
         query: dict[str, str] | None = None,
         content_type: str = "application/json",
         missing_ok: bool = False,
+        accept: str = "application/json",
     ) -> dict[str, Any] | None:
         """One request; the decoded JSON body, or None for a 404 when `missing_ok`."""
         method, url, headers, _, _ = self.api.param_serialize(
             method,
             path,
             query_params=list((query or {}).items()),
-            header_params={"Content-Type": content_type, "Accept": "application/json"},
+            header_params={"Content-Type": content_type, "Accept": accept},
             auth_settings=["BearerToken"],
         )
         # NB: a shared test cluster's API server may restart under us: retry for a while
@@ -190,6 +202,17 @@ class Kube:
     def get(self, path: str, **query: str) -> dict[str, Any] | None:
         return self.request("GET", path, query=query, missing_ok=True)
 
+    def text(self, path: str) -> str:
+        """A plain-text GET (the API server's /metrics)."""
+        method, url, headers, _, _ = self.api.param_serialize(
+            "GET", path, header_params={"Accept": "text/plain"}, auth_settings=["BearerToken"]
+        )
+        resp = self.api.call_api(method, url, header_params=headers, _request_timeout=60)
+        data: bytes = resp.read()  # type: ignore[no-untyped-call]
+        if resp.status != 200:
+            raise BenchError(f"GET {path}: HTTP {resp.status}")
+        return data.decode()
+
     def create(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         out = self.request("POST", path, body)
         assert out is not None
@@ -203,6 +226,15 @@ class Kube:
     def delete(self, path: str, **query: str) -> None:
         body = {"propagationPolicy": "Background"}
         self.request("DELETE", path, body, query=query, missing_ok=True)
+
+
+def free_port() -> int:
+    """A TCP port nothing listens on now (for the operator's /metrics)."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
 
 
 def wait_for(
@@ -318,9 +350,10 @@ class OperatorProcess:
             "KUBECONFIG": str(kubeconfig),
             "PYTHONUNBUFFERED": "1",
         }
+        self.metrics_port = free_port()
         cmd = [
             *OPERATOR_CMD,
-            *("operator", "--namespace", namespace, "--metrics-port", "0"),
+            *("operator", "--namespace", namespace, "--metrics-port", str(self.metrics_port)),
             *(arg for setting in settings for arg in ("--set", setting)),
             *(extra_args or []),
         ]
@@ -351,6 +384,37 @@ class OperatorProcess:
             if line.startswith(field + ":"):
                 return int(line.split()[1])
         raise BenchError(f"no {field} in /proc/{self.proc.pid}/status")
+
+    def pass_seconds(self) -> dict[str, float]:
+        """The operator's reconcile passes so far, from its /metrics histogram: how many,
+        their mean, and the median and 90th percentile as the upper bound of the bucket
+        they fall in (`passhat_reconcile_duration_seconds`)."""
+        url = f"http://127.0.0.1:{self.metrics_port}/metrics"
+        try:
+            text = urllib3.request("GET", url, timeout=10).data.decode()
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            raise BenchError(f"cannot read the operator's metrics at {url}: {exc}") from None
+        name = "passhat_reconcile_duration_seconds"
+        buckets: list[tuple[float, float]] = []
+        total = count = 0.0
+        for line in text.splitlines():
+            if line.startswith(name + "_bucket{"):
+                bound = line.split('le="', 1)[1].split('"', 1)[0]
+                buckets.append((float(bound), float(line.rsplit(" ", 1)[1])))
+            elif line.startswith(name + "_sum "):
+                total = float(line.split()[1])
+            elif line.startswith(name + "_count "):
+                count = float(line.split()[1])
+
+        def quantile(q: float) -> float:
+            return next((bound for bound, seen in buckets if seen >= q * count), float("inf"))
+
+        return {
+            "passes": count,
+            "mean_s": round(total / count, 3) if count else 0.0,
+            "median_le_s": quantile(0.5),
+            "p90_le_s": quantile(0.9),
+        }
 
     def stop(self) -> None:
         if self.alive():
@@ -400,6 +464,136 @@ def cpu_delta(before: dict[str, float], after: dict[str, float]) -> dict[str, fl
         delta["machine_busy"] - sum(v for k, v in delta.items() if k != "machine_busy"), 2
     )
     return delta
+
+
+class ClusterProcess:
+    """One component of the test cluster by the pid hack/cluster/up.sh recorded for it
+    (`.cluster/run/<name>.pid`): its CPU seconds and memory, read from /proc.
+
+    The API server is shared by every client of the cluster, the benchmark's own polling
+    included, so a side's window is charged what the API server spent in it minus its
+    idle rate, measured just before the window (`idle_rate`)."""
+
+    def __init__(self, run_dir: Path, name: str) -> None:
+        self.name = name
+        pid_file = run_dir / f"{name}.pid"
+        try:
+            self.pid = int(pid_file.read_text().strip())
+        except (OSError, ValueError):
+            raise BenchError(f"no pid of {name} in {pid_file} (hack/cluster/up.sh)") from None
+        if not Path(f"/proc/{self.pid}/stat").exists():
+            raise BenchError(f"{name} (pid {self.pid} in {pid_file}) is not running")
+
+    def cpu_seconds(self) -> float:
+        """User + system CPU seconds of the process so far (Restarted once it is gone)."""
+        try:
+            fields = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            raise Restarted(f"{self.name} (pid {self.pid}) exited during the window") from None
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def rss_mib(self) -> float:
+        """Resident set now, in MiB."""
+        for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+        return 0.0
+
+    def idle_rate(self, seconds: float = 5.0) -> float:
+        """CPU seconds per second the process spends while this benchmark asks nothing of
+        it (other clients of the shared cluster, its own housekeeping)."""
+        before, start = self.cpu_seconds(), time.monotonic()
+        time.sleep(seconds)
+        return (self.cpu_seconds() - before) / (time.monotonic() - start)
+
+
+@dataclass
+class CpuWindow:
+    """A process's CPU over one side's window, net of its idle rate before the window."""
+
+    process: ClusterProcess
+    idle_per_s: float
+    cpu0: float = 0.0
+    start: float = 0.0
+    total_s: float = 0.0
+    seconds: float = 0.0
+
+    @classmethod
+    def open(cls, process: ClusterProcess) -> CpuWindow:
+        window = cls(process, process.idle_rate())
+        window.cpu0, window.start = process.cpu_seconds(), time.monotonic()
+        return window
+
+    def close(self) -> None:
+        self.total_s = self.process.cpu_seconds() - self.cpu0
+        self.seconds = time.monotonic() - self.start
+
+    @property
+    def net_s(self) -> float:
+        """CPU seconds in the window beyond the idle rate (not below 0)."""
+        return max(0.0, self.total_s - self.idle_per_s * self.seconds)
+
+    def summary(self) -> dict[str, float]:
+        return {
+            "cpu_s": round(self.total_s, 2),
+            "net_cpu_s": round(self.net_s, 2),
+            "idle_cpu_per_s": round(self.idle_per_s, 3),
+            "window_s": round(self.seconds, 1),
+        }
+
+
+class MemorySampler:
+    """The peak resident set of cluster processes over a window, sampled every `every_s`
+    from a thread (`with MemorySampler(...) as sampler:`)."""
+
+    def __init__(self, processes: list[ClusterProcess], every_s: float = 2.0) -> None:
+        import threading
+
+        self.processes, self.every_s = processes, every_s
+        self.peak_mib: dict[str, float] = {p.name: 0.0 for p in processes}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> MemorySampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self._sample()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.every_s):
+            self._sample()
+
+    def _sample(self) -> None:
+        for process in self.processes:
+            with contextlib.suppress(OSError):
+                rss = process.rss_mib()
+                self.peak_mib[process.name] = max(self.peak_mib[process.name], rss)
+
+
+def storage_objects(kube: Kube) -> dict[str, float]:
+    """What the API server's storage holds (its /metrics): objects of the resources that
+    grow with an eval, and the etcd database size."""
+    # NB: Kubernetes v1.34's names (apiserver_storage_objects before), updated about once
+    # a minute by the API server
+    wanted = {
+        'apiserver_resource_objects{group="",resource="pods"}': "pods",
+        'apiserver_resource_objects{group="",resource="events"}': "events",
+        'apiserver_resource_objects{group="passhat.dev",resource="consistencyevals"}': "evals",
+        'apiserver_resource_size_estimate_bytes{group="",resource="pods"}': "pods_bytes",
+    }
+    out: dict[str, float] = {}
+    with contextlib.suppress(BenchError, urllib3.exceptions.HTTPError, OSError):
+        for line in kube.text("/metrics").splitlines():
+            key, _, value = line.rpartition(" ")
+            if key in wanted:
+                out[wanted[key]] = float(value)
+            elif key.startswith("apiserver_storage_size_bytes"):
+                out["etcd_db_mib"] = round(float(value) / 2**20, 1)
+    return out
 
 
 # ------------------------------------------------------------------- the record store
@@ -720,13 +914,31 @@ def name_of(obj: dict[str, Any]) -> str:
     return str(obj["metadata"]["name"])
 
 
+def list_paged(kube: Kube, path: str, **query: str) -> list[dict[str, Any]]:
+    """Every item at `path` (pages of 500: a namespace may hold 100,000 pods), as
+    metadata only (PartialObjectMetadata)."""
+    items: list[dict[str, Any]] = []
+    token = ""
+    while True:
+        page = kube.request(
+            "GET",
+            path,
+            query={**query, "limit": "500", **({"continue": token} if token else {})},
+            accept=METADATA_LIST,
+        )
+        items += (page or {}).get("items") or []
+        token = ((page or {}).get("metadata") or {}).get("continue") or ""
+        if not token:
+            return items
+
+
 def strip_finalizers(kube: Kube, ns: str) -> None:
     """Remove finalizers from pods and evals left in `ns` (their controller is gone)."""
     for path in (f"/api/v1/namespaces/{ns}/pods", f"{EVAL_API}/namespaces/{ns}/consistencyevals"):
         with contextlib.suppress(BenchError):
             held = [
                 f"{path}/{name_of(obj)}"
-                for obj in list_items(kube, path)
+                for obj in list_paged(kube, path)
                 if obj["metadata"].get("finalizers")
             ]
             with ThreadPoolExecutor(max_workers=16) as pool:
@@ -794,9 +1006,15 @@ def pod_template(duration_s: float | None) -> dict[str, Any]:
 
 
 def eval_body(
-    name: str, *, tasks: int, trials: int, parallelism: int, duration_s: float | None
+    name: str,
+    *,
+    tasks: int,
+    trials: int,
+    parallelism: int,
+    duration_s: float | None,
+    pod_retention: str = "all",
 ) -> dict[str, Any]:
-    return {
+    body: dict[str, Any] = {
         "apiVersion": "passhat.dev/v1alpha1",
         "kind": "ConsistencyEval",
         "metadata": {"name": name},
@@ -808,6 +1026,9 @@ def eval_body(
             "trial": {"timeoutSeconds": 86400, "template": pod_template(duration_s)},
         },
     }
+    if pod_retention != "all":
+        body["spec"]["podRetention"] = pod_retention  # NB: so older CRDs take the default
+    return body
 
 
 @dataclass
@@ -820,6 +1041,8 @@ class SideResult:
     rss_mib: float | None = None
     cpu_seconds: float | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    # The API server's CPU over the side's window (CpuWindow.summary()), when measured.
+    apiserver: dict[str, float] = field(default_factory=dict)
 
     @property
     def writes_per_trial(self) -> float:
@@ -827,11 +1050,18 @@ class SideResult:
 
 
 def run_job(
-    kube: Kube, audit: Path, box: Sandbox, *, trials: int, parallelism: int, duration_s: float
+    kube: Kube,
+    audit: Path,
+    box: Sandbox,
+    *,
+    trials: int,
+    parallelism: int,
+    duration_s: float,
+    apiserver: ClusterProcess | None = None,
 ) -> SideResult:
     """N completions of an Indexed Job at `parallelism`; create to Complete."""
     ns = box.namespace
-    body = {
+    body: dict[str, Any] = {
         "apiVersion": "batch/v1",
         "kind": "Job",
         "metadata": {"name": "bench"},
@@ -845,6 +1075,7 @@ def run_job(
     }
     path = f"/apis/batch/v1/namespaces/{ns}/jobs/bench"
     window = AuditWindow(audit, user=JOB_CONTROLLER_USER, namespace=ns)
+    api_cpu = CpuWindow.open(apiserver) if apiserver is not None else None
     cpu_before = cpu_snapshot()
     start = time.monotonic()
     kube.create(f"/apis/batch/v1/namespaces/{ns}/jobs", body)
@@ -859,12 +1090,20 @@ def run_job(
         "the Job to complete", done, timeout=timeout_for(trials, parallelism, duration_s)
     )
     cpu = cpu_delta(cpu_before, cpu_snapshot())
+    if api_cpu is not None:
+        api_cpu.close()
     job = kube.get(path) or {}
     succeeded = int((job.get("status") or {}).get("succeeded") or 0)
     if succeeded != trials:
         raise BenchError(f"the Job completed with {succeeded} of {trials} succeeded")
     writes = window.wait_quiet()
-    return SideResult(end - start, writes, trials, extra={"succeeded": succeeded, "cpu": cpu})
+    return SideResult(
+        end - start,
+        writes,
+        trials,
+        extra={"succeeded": succeeded, "cpu": cpu},
+        apiserver=api_cpu.summary() if api_cpu is not None else {},
+    )
 
 
 def run_operator(
@@ -876,11 +1115,16 @@ def run_operator(
     parallelism: int,
     duration_s: float,
     expect_bytes: int = 0,
+    apiserver: ClusterProcess | None = None,
+    etcd: ClusterProcess | None = None,
+    pod_retention: str = "all",
 ) -> SideResult:
     """An eval of trials/10 tasks x 10 trials through a fresh operator; create to Complete.
 
     With a record store (`box.store`), the attempts archived are counted in the store
-    against the attempts made (the eval's pods, kept until it is deleted)."""
+    against the attempts made (the eval's pods, kept until it is deleted). Also measured:
+    the operator's passes (its /metrics), the API server's and etcd's peak RSS over the
+    window and what the API server's storage holds at the end (before the teardown)."""
     ns = box.namespace
     operator = box.start_operator()
     evals = f"{EVAL_API}/namespaces/{ns}/consistencyevals"
@@ -895,39 +1139,63 @@ def run_operator(
     user = f"system:serviceaccount:{ns}:{OPERATOR_SA}"
     AuditWindow(audit, user=user, namespace=ns).wait_quiet(quiet_s=2)
 
+    api_cpu = CpuWindow.open(apiserver) if apiserver is not None else None
     window, cpu0 = AuditWindow(audit, user=user, namespace=ns), operator.cpu_seconds()
     cpu_before = cpu_snapshot(operator)
+    sampler = MemorySampler([p for p in (apiserver, etcd) if p is not None])
     start = time.monotonic()
-    kube.create(
-        evals,
-        eval_body(
-            "bench",
-            tasks=trials // TASK_TRIALS,
-            trials=TASK_TRIALS,
-            parallelism=parallelism,
-            duration_s=duration_s,
-        ),
-    )
-    end = wait_eval(
-        kube, operator, f"{evals}/bench", timeout=timeout_for(trials, parallelism, duration_s)
-    )
+    with sampler:
+        kube.create(
+            evals,
+            eval_body(
+                "bench",
+                tasks=trials // TASK_TRIALS,
+                trials=TASK_TRIALS,
+                parallelism=parallelism,
+                duration_s=duration_s,
+                pod_retention=pod_retention,
+            ),
+        )
+        if pod_retention != "all" and "podRetention" not in (
+            (kube.get(f"{evals}/bench") or {}).get("spec") or {}
+        ):
+            raise BenchError(
+                "the cluster's ConsistencyEval CRD predates spec.podRetention (the API server "
+                f"dropped it): install {CRD_FILE.relative_to(REPO)} to measure retention"
+            )
+        end = wait_eval(
+            kube, operator, f"{evals}/bench", timeout=timeout_for(trials, parallelism, duration_s)
+        )
     cpu = cpu_delta(cpu_before, cpu_snapshot(operator))
     status = (kube.get(f"{evals}/bench") or {}).get("status") or {}
     done = int((status.get("progress") or {}).get("done") or 0)
     if done != trials:
         raise BenchError(f"the eval completed with progress.done={done}, expected {trials}")
     # NB: like a Job's, finished trial pods stay until the eval is deleted; only released
+    # (their API writes are part of the side's window; asked with a selector, so that the
+    # benchmark's own LISTs cost the API server little)
     wait_for(
         "the operator to release its finished pods",
-        lambda: not held_pods(kube, ns),
+        lambda: not list_items(kube, f"/api/v1/namespaces/{ns}/pods", labelSelector=UNKEPT),
         timeout=120,
         interval=1,
     )
+    if api_cpu is not None:
+        api_cpu.close()
+    # NB: a kept pod lost our finalizer in the patch that labelled it; at 100,000 pods the
+    # whole list would be a few hundred MB of JSON: checked on smaller runs only
+    if trials <= 10000 and (held := held_pods(kube, ns)):
+        raise BenchError(f"{len(held)} trial pods still hold a finalizer, e.g. {held[0]}")
     writes = window.wait_quiet()
     extra: dict[str, Any] = {
         "status_bytes": json_size(status),
         "summary": status.get("summary"),
         "cpu": cpu,
+        "passes": operator.pass_seconds(),
+        "cluster_peak_rss_mib": {k: round(v, 1) for k, v in sampler.peak_mib.items()},
+        "storage_objects_end": storage_objects(kube),
+        "pods_left": count_pods(kube, ns),
+        "pod_retention": pod_retention,
     }
     if box.store is not None:
         attempts = len(
@@ -948,6 +1216,7 @@ def run_operator(
         rss_mib=operator.peak_rss_mib(),
         cpu_seconds=operator.cpu_seconds() - cpu0,
         extra=extra,
+        apiserver=api_cpu.summary() if api_cpu is not None else {},
     )
 
 
@@ -971,7 +1240,10 @@ def check_warmup_transcript(box: Sandbox, expect_bytes: int) -> None:
 
 
 def wait_eval(kube: Kube, operator: OperatorProcess, path: str, *, timeout: float) -> float:
-    """Wait for the eval's Complete condition; fail fast on ConfigError or a dead operator."""
+    """Wait for the eval's Complete condition; fail fast on ConfigError or a dead operator.
+    Every 30 s the progress goes to stderr (a long run cut short still says how far it
+    got and at what cost)."""
+    last = [time.monotonic()]
 
     def done() -> bool:
         if not operator.alive():
@@ -979,6 +1251,14 @@ def wait_eval(kube: Kube, operator: OperatorProcess, path: str, *, timeout: floa
         ev = kube.get(path)
         if condition_true(ev, "ConfigError"):
             raise BenchError(f"the eval has a ConfigError: {json.dumps(ev and ev.get('status'))}")
+        if time.monotonic() - last[0] > 30:
+            last[0] = time.monotonic()
+            status = (ev or {}).get("status") or {}
+            log(
+                f"progress {json.dumps(status.get('progress'))}, status {json_size(status)} B, "
+                f"operator RSS {operator.rss_mib():.0f} MiB (peak {operator.peak_rss_mib():.0f}), "
+                f"load {os.getloadavg()[0]:.2f}"
+            )
         return condition_true(ev, "Complete")
 
     return wait_for(f"{path} to complete", done, timeout=timeout)
@@ -1184,8 +1464,20 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         type=float,
         help="--scale: pods end after this long (default: never; with --archive 300)",
     )
+    p.add_argument(
+        "--sides", choices=("both", "operator", "job"), default="both", help="which sides run"
+    )
+    p.add_argument(
+        "--pod-retention",
+        choices=("all", "failed", "none"),
+        default="all",
+        help="the operator eval's spec.podRetention",
+    )
     p.add_argument("--kubeconfig", type=Path, default=DEFAULT_KUBECONFIG)
     p.add_argument("--audit-log", type=Path, default=DEFAULT_AUDIT_LOG)
+    p.add_argument(
+        "--run-dir", type=Path, default=DEFAULT_RUN_DIR, help="where up.sh records the pids"
+    )
     p.add_argument("--keep-logs", type=Path, help="copy operator logs into this directory")
     p.add_argument(
         "--operator-set",
@@ -1216,6 +1508,10 @@ def one_run(
     sides: dict[str, SideResult] = {}
     prefixes: list[str] = []
     order = ["operator", "archive", "job"] if args.archive else ["operator", "job"]
+    # NB: --sides operator runs the operator alone (a 100,000-trial Job is not the point)
+    order = [
+        side for side in order if args.sides == "both" or (side == "job") == (args.sides == "job")
+    ]
     if i % 2:
         order.reverse()
     for side in order:
@@ -1232,6 +1528,8 @@ def one_run(
             log(f"run {i + 1}: {side} side in {box.namespace}")
             if archiving and box.store is not None:
                 prefixes.append(f"{box.store.prefix}/{box.store_prefix}/")
+            # NB: read per side: the shared API server may have been restarted meanwhile
+            apiserver = ClusterProcess(args.run_dir, "kube-apiserver")
             if side == "job":
                 sides[side] = run_job(
                     kube,
@@ -1240,6 +1538,7 @@ def one_run(
                     trials=args.trials,
                     parallelism=args.parallelism,
                     duration_s=args.duration_s,
+                    apiserver=apiserver,
                 )
             else:
                 sides[side] = run_operator(
@@ -1250,6 +1549,9 @@ def one_run(
                     parallelism=args.parallelism,
                     duration_s=args.duration_s,
                     expect_bytes=args.transcript_kib * 1024 if archiving else 0,
+                    apiserver=apiserver,
+                    etcd=ClusterProcess(args.run_dir, "etcd"),
+                    pod_retention=args.pod_retention,
                 )
             log(f"run {i + 1}: {side} done in {sides[side].seconds:.1f}s")
         finally:
@@ -1263,21 +1565,25 @@ def one_run(
             except BenchError as exc:
                 # NB: keep the measurement; the next run removes what is left
                 log(f"teardown of {box.namespace} failed: {exc}")
-    op, job = sides["operator"], sides["job"]
     out: dict[str, Any] = {
         "order": order,
         "cpu_by_side": {side: result.extra.get("cpu") for side, result in sides.items()},
-        "operator_seconds": op.seconds,
-        "job_seconds": job.seconds,
-        "operator_api_writes_per_trial": op.writes_per_trial,
-        "job_api_writes_per_trial": job.writes_per_trial,
-        "operator_rss_mib": op.rss_mib,
-        "operator_cpu_seconds": op.cpu_seconds,
-        "operator_writes": dict(op.writes),
-        "job_writes": dict(job.writes),
-        "operator_status_bytes": op.extra["status_bytes"],
+        "apiserver_detail": {side: result.apiserver for side, result in sides.items()},
     }
-    if (arc := sides.get("archive")) is not None:
+    for side in ("operator", "job"):
+        if (result := sides.get(side)) is not None:
+            out |= side_fields(side, result)
+    if (op := sides.get("operator")) is not None:
+        out |= {
+            "operator_rss_mib": op.rss_mib,
+            "operator_cpu_seconds": op.cpu_seconds,
+            "operator_status_bytes": op.extra["status_bytes"],
+            "operator_passes": op.extra["passes"],
+            "operator_cluster_peak_rss_mib": op.extra["cluster_peak_rss_mib"],
+            "operator_storage_objects_end": op.extra["storage_objects_end"],
+            "operator_pods_left": op.extra["pods_left"],
+        }
+    if (arc := sides.get("archive")) is not None and op is not None:
         out |= {
             "operator_archive_seconds": arc.seconds,
             "archive_ratio": arc.seconds / op.seconds,
@@ -1294,8 +1600,29 @@ def one_run(
     return out
 
 
+def side_fields(side: str, result: SideResult) -> dict[str, Any]:
+    """One side's wall time, writes and API-server CPU as the JSON line names them.
+
+    The API server's CPU seconds are over the side's window, net of the API server's idle
+    rate just before it (other clients of the shared cluster); raw in `apiserver_detail`.
+    """
+    net = result.apiserver.get("net_cpu_s", 0.0)
+    return {
+        f"{side}_seconds": result.seconds,
+        f"{side}_api_writes_per_trial": result.writes_per_trial,
+        f"{side}_writes": dict(result.writes),
+        f"{side}_apiserver_cpu_s": net,
+        f"{side}_apiserver_cpu_ms_per_trial": 1000 * net / result.trials,
+    }
+
+
 def median_of(runs: list[dict[str, Any]], key: str) -> float:
     return float(statistics.median(r[key] for r in runs))
+
+
+def cell(value: Any) -> str:
+    """A table cell: a number with two decimals, blank for anything else."""
+    return f"{value:>18.2f}" if isinstance(value, float | int) else f"{'':>18}"
 
 
 def print_table(runs: list[dict[str, Any]], result: dict[str, Any]) -> None:
@@ -1306,6 +1633,8 @@ def print_table(runs: list[dict[str, Any]], result: dict[str, Any]) -> None:
         ("job_api_writes_per_trial", "job writes/trial"),
         ("operator_rss_mib", "op RSS MiB"),
         ("operator_cpu_seconds", "op CPU s"),
+        ("operator_apiserver_cpu_s", "op apiserver s"),
+        ("job_apiserver_cpu_s", "job apiserver s"),
     ]
     if "operator_archive_seconds" in result:
         cols += [
@@ -1317,19 +1646,20 @@ def print_table(runs: list[dict[str, Any]], result: dict[str, Any]) -> None:
         ]
     print("run    " + "".join(f"{title:>18}" for _, title in cols))
     for i, r in enumerate(runs):
-        print(f"{i + 1:<7}" + "".join(f"{r[key]:>18.2f}" for key, _ in cols))
+        print(f"{i + 1:<7}" + "".join(cell(r.get(key)) for key, _ in cols))
     medians = [result.get(key) for key, _ in cols]
-    print(
-        "median "
-        + "".join(f"{m:>18.2f}" if isinstance(m, float | int) else f"{'':>18}" for m in medians)
-    )
+    print("median " + "".join(cell(m) for m in medians))
     last = runs[-1]
-    print(f"operator writes (last run): {json.dumps(last['operator_writes'], sort_keys=True)}")
-    print(f"job writes (last run):      {json.dumps(last['job_writes'], sort_keys=True)}")
-    print(
-        f"throughput ratio (operator/job, >= 1 means the operator is at least as fast): "
-        f"{result['throughput_ratio']:.3f}"
-    )
+    for side in ("operator", "job"):
+        if f"{side}_writes" in last:
+            print(f"{side} writes (last run): {json.dumps(last[f'{side}_writes'], sort_keys=True)}")
+    if "operator_passes" in last:
+        print(f"operator passes (last run): {json.dumps(last['operator_passes'])}")
+    if "throughput_ratio" in result:
+        print(
+            f"throughput ratio (operator/job, >= 1 means the operator is at least as fast): "
+            f"{result['throughput_ratio']:.3f}"
+        )
     if "archive_overhead" in result:
         print(
             f"archive overhead (median of per-run archive-on/off wall time): "
@@ -1346,7 +1676,16 @@ def measure(kube: Kube, args: argparse.Namespace, workdir: Path) -> dict[str, An
         if args.archive:
             result["transcript_kib"] = args.transcript_kib
         return result | run_scale(kube, workdir, args, timeout=3600)
-    runs = [one_run(kube, args.audit_log, workdir, args, i) for i in range(args.runs)]
+    runs = []
+    for i in range(args.runs):
+        for attempt in range(3):
+            try:
+                runs.append(one_run(kube, args.audit_log, workdir, args, i))
+                break
+            except Restarted as exc:
+                log(f"run {i + 1}: {exc}; measured again")
+                if attempt == 2:
+                    raise
     result = {"trials": args.trials, "parallelism": args.parallelism}
     for key in (
         "operator_seconds",
@@ -1355,14 +1694,37 @@ def measure(kube: Kube, args: argparse.Namespace, workdir: Path) -> dict[str, An
         "job_api_writes_per_trial",
         "operator_rss_mib",
         "operator_cpu_seconds",
+        "operator_apiserver_cpu_s",
+        "job_apiserver_cpu_s",
+        "operator_apiserver_cpu_ms_per_trial",
+        "job_apiserver_cpu_ms_per_trial",
     ):
-        result[key] = round(median_of(runs, key), 3)
-    result["throughput_ratio"] = round(result["job_seconds"] / result["operator_seconds"], 3)
+        if key in runs[0]:
+            result[key] = round(median_of(runs, key), 3)
+    result["apiserver_detail_runs"] = [r["apiserver_detail"] for r in runs]
+    for side in ("operator", "job"):
+        if f"{side}_seconds" in runs[0]:
+            result[f"{side}_seconds_runs"] = [round(r[f"{side}_seconds"], 2) for r in runs]
+            result[f"{side}_writes_last_run"] = runs[-1][f"{side}_writes"]
+    if "operator_seconds" in result and "job_seconds" in result:
+        result["throughput_ratio"] = round(result["job_seconds"] / result["operator_seconds"], 3)
     result["runs"] = args.runs
     result["duration_s"] = args.duration_s
-    result["operator_status_bytes"] = runs[-1]["operator_status_bytes"]
-    result["operator_writes_last_run"] = runs[-1]["operator_writes"]
-    result["job_writes_last_run"] = runs[-1]["job_writes"]
+    result["ideal_seconds"] = -(-args.trials // args.parallelism) * args.duration_s
+    if "operator_seconds" in result:
+        result["operator_over_ideal"] = round(
+            result["operator_seconds"] / result["ideal_seconds"], 3
+        )
+        result["pod_retention"] = args.pod_retention
+        for key in (
+            "operator_status_bytes",
+            "operator_passes",
+            "operator_cluster_peak_rss_mib",
+            "operator_storage_objects_end",
+            "operator_pods_left",
+        ):
+            result[key] = runs[-1][key]
+        result["operator_passes_runs"] = [r["operator_passes"] for r in runs]
     if args.archive:
         for key in (
             "operator_archive_seconds",
@@ -1379,7 +1741,6 @@ def measure(kube: Kube, args: argparse.Namespace, workdir: Path) -> dict[str, An
         )
         result["archive_ratios"] = [round(r["archive_ratio"], 3) for r in runs]
         result["archive_orders"] = [r["order"] for r in runs]
-        result["operator_seconds_runs"] = [round(r["operator_seconds"], 2) for r in runs]
         result["operator_archive_seconds_runs"] = [
             round(r["operator_archive_seconds"], 2) for r in runs
         ]

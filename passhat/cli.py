@@ -7,7 +7,8 @@ function and append it to SUBCOMMANDS. Those modules import nothing heavy at imp
 so `passhat trial` in a pod starts fast.
 
 Errors a user can cause (`PasshatError`: bad file, spec or option) print one line,
-`passhat: error: <what and where>`, and exit 2. argparse's own errors (a bad or missing
+`passhat: error: <what and where>`, and exit 2 (`passhat.api.gate` holds the exit codes
+every gating command shares). argparse's own errors (a bad or missing
 option) are one line too, `passhat <command>: error: <option>: ...`, also exit 2.
 """
 
@@ -24,27 +25,32 @@ from typing import NoReturn, cast
 
 from passhat import __version__
 from passhat.api.errors import PasshatError
+from passhat.api.gate import EXIT_USAGE
+from passhat.harness.command import add_init_parser
 from passhat.local.command import add_run_parser
 from passhat.operator.command import add_operator_parser, add_report_parser
+from passhat.operator.compare_command import add_compare_parser
+from passhat.operator.history_command import add_history_parser
 from passhat.operator.records_command import (
     add_regrade_parser,
     add_transcripts_parser,
     add_trials_parser,
 )
-from passhat.report.commands import add_compare_parser, add_power_parser, add_score_parser
+from passhat.report.commands import add_power_parser, add_score_parser
 from passhat.runner.command import add_trial_parser
 
 __all__ = ["SUBCOMMANDS", "build_parser", "console_main", "main"]
 
-EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
 
 AddParser = Callable[["argparse._SubParsersAction[argparse.ArgumentParser]"], None]
 
 SUBCOMMANDS: tuple[AddParser, ...] = (
+    add_init_parser,
     add_run_parser,
     add_score_parser,
     add_compare_parser,
+    add_history_parser,
     add_power_parser,
     add_trial_parser,
     add_regrade_parser,
@@ -63,29 +69,59 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The full `passhat` parser with every subcommand mounted."""
-    parser = _Parser(
-        prog="passhat",
-        description="Run every task of an agent eval n times and report how consistently "
-        "it passes: pass^k, pass@k, mean pass rate, flaky tasks, infra-error rate.",
-    )
+def build_parser(
+    *,
+    prog: str = "passhat",
+    subcommands: Sequence[AddParser] = SUBCOMMANDS,
+    description: str = "Run every task of an agent eval n times and report how consistently "
+    "it passes: pass^k, pass@k, mean pass rate, flaky tasks, infra-error rate.",
+) -> argparse.ArgumentParser:
+    """The `passhat` parser with every subcommand mounted (or those of `subcommands`)."""
+    parser = _Parser(prog=prog, description=description)
     parser.add_argument("--version", action="version", version=f"passhat {__version__}")
     # NB: argparse builds the subcommand parsers with the parent's class, so _Parser too
     subparsers = cast(
         "argparse._SubParsersAction[argparse.ArgumentParser]",
         parser.add_subparsers(dest="command", metavar="COMMAND"),
     )
-    for add in SUBCOMMANDS:
+    for add in subcommands:
         add(subparsers)
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run `passhat` with `argv` (default: the process arguments); returns the exit code."""
-    parser = build_parser()
+def _parse(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> argparse.Namespace:
+    """`parser.parse_args(argv)`, but an unknown flag is reported by its subcommand's parser.
+
+    argparse hands every unrecognized argument back to the top-level parser, whose error
+    would say `passhat: error: ... (see passhat --help)`, and the top-level help lists no
+    subcommand's flags; `passhat run: error: ... (see passhat run --help)` points at them.
+    """
+    args, extras = parser.parse_known_args(argv)
+    if extras:
+        sub = _subcommand_parser(parser, getattr(args, "command", None))
+        (sub or parser).error(f"unrecognized arguments: {' '.join(extras)}")
+    return args
+
+
+def _subcommand_parser(
+    parser: argparse.ArgumentParser, command: str | None
+) -> argparse.ArgumentParser | None:
+    """The parser of subcommand `command` of `parser` (None: no such subcommand)."""
+    for action in parser._actions:  # NB: argparse keeps its subparsers only there
+        if isinstance(action, argparse._SubParsersAction) and command is not None:
+            found = action.choices.get(command)
+            return found if isinstance(found, argparse.ArgumentParser) else None
+    return None
+
+
+def main(
+    argv: Sequence[str] | None = None, *, parser: argparse.ArgumentParser | None = None
+) -> int:
+    """Run `passhat` with `argv` (default: the process arguments); returns the exit code.
+    `parser`: another build_parser() (the kubectl plugin's)."""
+    parser = parser or build_parser()
     try:
-        args = parser.parse_args(argv)
+        args = _parse(parser, argv)
     except SystemExit as stop:  # NB: argparse exits 2 on bad usage, 0 for --help
         return stop.code if isinstance(stop.code, int) else EXIT_USAGE
     if getattr(args, "func", None) is None:
@@ -94,14 +130,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.func(args))
     except PasshatError as err:
-        print(f"passhat: error: {err}", file=sys.stderr)
+        print(f"{parser.prog}: error: {err}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         print("passhat: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
 
 
-def console_main() -> NoReturn:
+def console_main(run: Callable[[], int] = main) -> NoReturn:
     """The `passhat` command (console script, `python -m passhat`): `main()`, then exit.
 
     Tearing down an interpreter that imported pydantic, yaml and rich (freeing every object,
@@ -111,7 +147,7 @@ def console_main() -> NoReturn:
     handlers, logging's flush among them; flushing stdout and stderr) and then `os._exit`.
     When another thread is still alive (a normal exit would wait for it), it exits normally.
     """
-    code = main()
+    code = run()
     if threading.active_count() > 1:
         sys.exit(code)
     atexit._run_exitfuncs()

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+import threading
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -27,23 +28,33 @@ from prometheus_client import (
 )
 
 from passhat.api.errors import UsageError
-from passhat.stats import KSummary
+from passhat.stats import KIntervals, KSummary
+from passhat.trials.classify_pod import parse_timestamp
+from passhat.trials.usage import SpendTotals, UsageSummary
 
 __all__ = [
     "API_ERRORS_TOTAL",
+    "COST_USD",
+    "CPU_SECONDS",
     "CREATE_BACKOFFS_TOTAL",
+    "EVAL_SUITE",
     "FLAKY_TASKS",
     "GATE_PASSED",
+    "GRADER_NOISE_RATE",
     "INFRA_ERROR_RATIO",
+    "INTERVAL_BOUND",
     "MEAN_PASS_RATE",
     "METRIC_NAMES",
     "PASS_AT_K",
     "PASS_HAT_K",
     "RECONCILE_DURATION_SECONDS",
     "REGISTRY",
+    "SUITE_PASS_HAT_K",
     "TASKS_SCORED",
+    "TOKENS",
     "TRIALS_RUNNING",
     "TRIALS_TOTAL",
+    "TRIALS_WAITING",
     "TRIAL_DURATION_SECONDS",
     "Metrics",
     "forget_eval",
@@ -67,6 +78,57 @@ _K_HELP = "labels: namespace, eval, k (one of the eval's ks)"
 
 
 @dataclass(frozen=True)
+class _SuiteRun:
+    """One complete eval of a suite: when it completed and its pass^k per k."""
+
+    suite: str
+    completed: float
+    pass_hat_k: Mapping[str, float]
+
+
+class SuiteRuns:
+    """The complete runs of each suite, to show the newest one's pass^k per suite.
+
+    A suite's runs are separate evals, each with its own series; the trend panel needs
+    one series per suite whose value steps at each run's completion. So each complete
+    eval that names a suite is remembered here by (namespace, eval), and the suite's
+    gauge follows the one with the latest completion time (an operator restart, which
+    observes the finished evals in any order, sets the same value). Thread-safe: status
+    writes of several evals report from several threads.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._runs: dict[tuple[str, str], _SuiteRun] = {}
+
+    def observe(self, gauge: Gauge, namespace: str, eval_name: str, run: _SuiteRun | None) -> None:
+        """Record (or, with None, forget) an eval's complete run; update the gauges of the
+        suites it was and is in."""
+        with self._lock:
+            before = self._runs.pop((namespace, eval_name), None)
+            if run is not None:
+                self._runs[(namespace, eval_name)] = run
+            for suite in {r.suite for r in (before, run) if r is not None}:
+                self._show(gauge, namespace, suite)
+
+    def _show(self, gauge: Gauge, namespace: str, suite: str) -> None:
+        runs = [r for (ns, _), r in self._runs.items() if ns == namespace and r.suite == suite]
+        newest = max(runs, key=lambda r: r.completed, default=None)
+        shown = newest.pass_hat_k if newest is not None else {}
+        for k, value in shown.items():
+            gauge.labels(namespace, suite, k).set(value)
+        for family in gauge.collect():
+            for sample in family.samples:
+                labels = sample.labels
+                if (
+                    labels.get("namespace") == namespace
+                    and labels.get("suite") == suite
+                    and labels.get("k") not in shown
+                ):
+                    gauge.remove(namespace, suite, labels["k"])
+
+
+@dataclass(frozen=True)
 class Metrics:
     """The per-eval metric objects of one registry (the operator's, or a textfile's)."""
 
@@ -78,9 +140,18 @@ class Metrics:
     infra_error_ratio: Gauge
     infra_error_attempts: Gauge
     gate_passed: Gauge
+    interval_bound: Gauge
     trials_total: Counter
     trials_running: Gauge
+    trials_waiting: Gauge
     trial_duration_seconds: Histogram
+    grader_noise_rate: Gauge
+    cost_usd: Gauge
+    tokens: Gauge
+    cpu_seconds: Gauge
+    eval_suite: Gauge
+    suite_pass_hat_k: Gauge
+    suites: SuiteRuns
 
     def per_eval(self) -> tuple[Gauge | Counter | Histogram, ...]:
         """The metrics whose series belong to one eval (namespace and eval labels)."""
@@ -93,9 +164,16 @@ class Metrics:
             self.infra_error_ratio,
             self.infra_error_attempts,
             self.gate_passed,
+            self.interval_bound,
             self.trials_total,
             self.trials_running,
+            self.trials_waiting,
             self.trial_duration_seconds,
+            self.grader_noise_rate,
+            self.cost_usd,
+            self.tokens,
+            self.cpu_seconds,
+            self.eval_suite,
         )
 
 
@@ -155,6 +233,15 @@ def define(registry: CollectorRegistry) -> Metrics:
             _EVAL,
             registry=registry,
         ),
+        interval_bound=Gauge(
+            "passhat_interval_bound",
+            "One end of the bootstrap interval over tasks of a per-k metric (the level is "
+            "status.summary.intervalLevel, 0.95 or the gate's confidence); labels: "
+            "namespace, eval, k, metric (mean_pass_rate, pass_at_k, pass_hat_k), bound "
+            "(low, high)",
+            (*_EVAL_K, "metric", "bound"),
+            registry=registry,
+        ),
         trials_total=Counter(
             "passhat_trials",
             "Finished trial attempts; labels: namespace, eval, outcome (pass, fail, "
@@ -170,6 +257,13 @@ def define(registry: CollectorRegistry) -> Metrics:
             _EVAL,
             registry=registry,
         ),
+        trials_waiting=Gauge(
+            "passhat_trials_waiting",
+            "Trial attempts whose pod waits for a queue's admission (Kueue's scheduling "
+            "gate); not running, not counted in passhat_trials_running; " + _LABEL_HELP,
+            _EVAL,
+            registry=registry,
+        ),
         trial_duration_seconds=Histogram(
             "passhat_trial_duration_seconds",
             "Wall-clock duration of finished trial attempts; labels: namespace, eval, "
@@ -178,6 +272,52 @@ def define(registry: CollectorRegistry) -> Metrics:
             buckets=TRIAL_DURATION_BUCKETS,
             registry=registry,
         ),
+        grader_noise_rate=Gauge(
+            "passhat_grader_noise_rate",
+            "Share of the regraded transcripts the grader both passed and failed, once the "
+            "eval's grader stability check (spec.grading.stabilityCheck) ended (absent "
+            "without one); " + _LABEL_HELP,
+            _EVAL,
+            registry=registry,
+        ),
+        cost_usd=Gauge(
+            "passhat_cost_usd",
+            "US dollars the eval's trial attempts reported spending (result JSON cost_usd; "
+            "infra-error attempts included); " + _LABEL_HELP,
+            _EVAL,
+            registry=registry,
+        ),
+        tokens=Gauge(
+            "passhat_tokens",
+            "Tokens the eval's trial attempts reported (result JSON usage); labels: "
+            "namespace, eval, kind (input, output)",
+            ("namespace", "eval", "kind"),
+            registry=registry,
+        ),
+        cpu_seconds=Gauge(
+            "passhat_cpu_seconds",
+            "CPU seconds passhat measured of the eval's trial attempts (where measured: "
+            "docs/scoring.md#what-the-trials-cost); " + _LABEL_HELP,
+            _EVAL,
+            registry=registry,
+        ),
+        eval_suite=Gauge(
+            "passhat_eval_suite",
+            "1 for each eval that is a run of a suite (spec.suite, else the passhat.dev/suite "
+            "label): join on (namespace, eval) to give any per-eval series its suite; labels: "
+            "namespace, eval, suite",
+            (*_EVAL, "suite"),
+            registry=registry,
+        ),
+        suite_pass_hat_k=Gauge(
+            "passhat_suite_pass_hat_k",
+            "pass^k of the suite's newest complete run (the eval with the latest "
+            "status.completionTime still present): its steps over time are the suite's "
+            "trend; labels: namespace, suite, k",
+            ("namespace", "suite", "k"),
+            registry=registry,
+        ),
+        suites=SuiteRuns(),
     )
 
 
@@ -194,9 +334,17 @@ TASKS_SCORED = METRICS.tasks_scored
 FLAKY_TASKS = METRICS.flaky_tasks
 INFRA_ERROR_RATIO = METRICS.infra_error_ratio
 GATE_PASSED = METRICS.gate_passed
+INTERVAL_BOUND = METRICS.interval_bound
 TRIALS_TOTAL = METRICS.trials_total
 TRIALS_RUNNING = METRICS.trials_running
+TRIALS_WAITING = METRICS.trials_waiting
 TRIAL_DURATION_SECONDS = METRICS.trial_duration_seconds
+GRADER_NOISE_RATE = METRICS.grader_noise_rate
+COST_USD = METRICS.cost_usd
+TOKENS = METRICS.tokens
+CPU_SECONDS = METRICS.cpu_seconds
+EVAL_SUITE = METRICS.eval_suite
+SUITE_PASS_HAT_K = METRICS.suite_pass_hat_k
 
 # Operator health: only the operator's registry has these.
 RECONCILE_DURATION_SECONDS = Histogram(
@@ -245,9 +393,17 @@ METRIC_NAMES = (
     "passhat_infra_error_ratio",
     "passhat_infra_error_attempts",
     "passhat_gate_passed",
+    "passhat_interval_bound",
     "passhat_trials_total",
     "passhat_trials_running",
+    "passhat_trials_waiting",
     "passhat_trial_duration_seconds",
+    "passhat_grader_noise_rate",
+    "passhat_cost_usd",
+    "passhat_tokens",
+    "passhat_cpu_seconds",
+    "passhat_eval_suite",
+    "passhat_suite_pass_hat_k",
     "passhat_reconcile_duration_seconds",
     "passhat_api_errors_total",
     "passhat_records_archived_total",
@@ -284,6 +440,7 @@ def observe_summaries(
     *,
     gate_passed: bool | None = None,
     running: int | None = None,
+    intervals: Sequence[KIntervals] = (),
     metrics: Metrics = METRICS,
 ) -> None:
     """Set an eval's gauges from its per-k summaries (series of ks no longer listed go)."""
@@ -298,6 +455,19 @@ def observe_summaries(
     for gauge in (metrics.pass_hat_k, metrics.pass_at_k, metrics.mean_pass_rate):
         _drop(gauge, keep, namespace, eval_name)
     _drop(metrics.tasks_scored, keep, namespace, eval_name)
+    _set_intervals(
+        metrics,
+        namespace,
+        eval_name,
+        {
+            i.k: {
+                "mean_pass_rate": i.mean_pass_rate.as_json(),
+                "pass_at_k": i.pass_at_k.as_json(),
+                "pass_hat_k": i.pass_hat_k.as_json(),
+            }
+            for i in intervals
+        },
+    )
     if summaries:
         smallest = min(summaries, key=lambda s: s.k)
         metrics.flaky_tasks.labels(namespace, eval_name).set(len(smallest.flaky))
@@ -305,6 +475,29 @@ def observe_summaries(
     _set_gate(metrics, namespace, eval_name, gate_passed)
     if running is not None:
         metrics.trials_running.labels(namespace, eval_name).set(running)
+
+
+_INTERVAL_FIELDS = {
+    "mean_pass_rate": "meanPassRateInterval",
+    "pass_at_k": "passAtKInterval",
+    "pass_hat_k": "passHatKInterval",
+}
+
+
+def _set_intervals(
+    metrics: Metrics, namespace: str, eval_name: str, by_k: Mapping[int, Mapping[str, Any]]
+) -> None:
+    """`passhat_interval_bound` of each k and metric ([low, high] pairs; others go)."""
+    keep: set[tuple[str, ...]] = set()
+    for k, pairs in by_k.items():
+        for metric, pair in pairs.items():
+            if not isinstance(pair, list | tuple) or len(pair) != 2:
+                continue
+            for bound, value in zip(("low", "high"), pair, strict=True):
+                key = (namespace, eval_name, str(k), metric, bound)
+                keep.add(key)
+                metrics.interval_bound.labels(*key).set(_number(value))
+    _drop(metrics.interval_bound, keep, namespace, eval_name)
 
 
 def _set_gate(metrics: Metrics, namespace: str, eval_name: str, passed: bool | None) -> None:
@@ -320,25 +513,44 @@ def _number(value: Any, default: float = 0.0) -> float:
     )
 
 
+def _set_usage(metrics: Metrics, namespace: str, eval_name: str, usage: Any) -> None:
+    """The spend gauges from `status.usage` (camelCase); absent while nothing was
+    reported (cost, tokens) or measured (CPU)."""
+    totals = SpendTotals.from_status(usage)
+    if totals.reported:
+        metrics.cost_usd.labels(namespace, eval_name).set(totals.cost_usd)
+        metrics.tokens.labels(namespace, eval_name, "input").set(totals.input_tokens)
+        metrics.tokens.labels(namespace, eval_name, "output").set(totals.output_tokens)
+    if totals.measured:
+        metrics.cpu_seconds.labels(namespace, eval_name).set(totals.cpu_seconds)
+
+
 def observe_status(
     namespace: str, eval_name: str, status: Mapping[str, Any], *, metrics: Metrics = METRICS
 ) -> None:
     """Set an eval's gauges from its `status` as written to the resource (camelCase keys).
 
-    Reads `summary.byK[]` (k, tasksScored, meanPassRate, passAtK, passHatK),
+    Reads `summary.byK[]` (k, tasksScored, meanPassRate, passAtK, passHatK and their
+    `*Interval` pairs),
     `summary.infraErrorRate`, `summary.infraErrorsByReason`, the flaky count (`flakyCount`
     when present, else the length of the capped `flaky` list), `gate.passed` and
-    `progress.running`. Missing parts leave their series absent; a malformed status never
+    `progress.running` and, once the check is Done, `graderCheck.noiseRate`, and the
+    spend in `usage` (costUSD, inputTokens, outputTokens, cpuSeconds). Missing
+    parts leave their series absent; a malformed status never
     raises (metrics must not break a reconcile).
     """
     summary = status.get("summary") or {}
     by_k = summary.get("byK") or [] if isinstance(summary, Mapping) else []
     keep: set[tuple[str, ...]] = set()
+    intervals: dict[int, dict[str, Any]] = {}
     for row in by_k:
         if not isinstance(row, Mapping) or not isinstance(row.get("k"), int):
             continue
         key = (namespace, eval_name, str(row["k"]))
         keep.add(key)
+        intervals[row["k"]] = {
+            metric: row[field] for metric, field in _INTERVAL_FIELDS.items() if field in row
+        }
         metrics.pass_hat_k.labels(*key).set(_number(row.get("passHatK")))
         metrics.pass_at_k.labels(*key).set(_number(row.get("passAtK")))
         metrics.mean_pass_rate.labels(*key).set(_number(row.get("meanPassRate")))
@@ -350,6 +562,7 @@ def observe_status(
         metrics.tasks_scored,
     ):
         _drop(gauge, keep, namespace, eval_name)
+    _set_intervals(metrics, namespace, eval_name, intervals)
     if isinstance(summary, Mapping) and "infraErrorRate" in summary:
         metrics.infra_error_ratio.labels(namespace, eval_name).set(
             _number(summary.get("infraErrorRate"))
@@ -372,6 +585,36 @@ def observe_status(
     progress = status.get("progress")
     if isinstance(progress, Mapping) and "running" in progress:
         metrics.trials_running.labels(namespace, eval_name).set(_number(progress.get("running")))
+    if isinstance(progress, Mapping) and "waiting" in progress:
+        metrics.trials_waiting.labels(namespace, eval_name).set(_number(progress.get("waiting")))
+    check = status.get("graderCheck")
+    if isinstance(check, Mapping) and check.get("phase") == "Done":
+        metrics.grader_noise_rate.labels(namespace, eval_name).set(_number(check.get("noiseRate")))
+    _set_usage(metrics, namespace, eval_name, status.get("usage"))
+    _set_suite(metrics, namespace, eval_name, status)
+
+
+def _set_suite(metrics: Metrics, namespace: str, eval_name: str, status: Mapping[str, Any]) -> None:
+    """`passhat_eval_suite` from `status.suite`, and the eval as its suite's run once it is
+    complete (`status.completionTime`)."""
+    suite = status.get("suite")
+    suite = suite if isinstance(suite, str) and suite else None
+    keep: set[tuple[str, ...]] = {(namespace, eval_name, suite)} if suite is not None else set()
+    if suite is not None:
+        metrics.eval_suite.labels(namespace, eval_name, suite).set(1)
+    _drop(metrics.eval_suite, keep, namespace, eval_name)
+    completed = parse_timestamp(status.get("completionTime"))
+    summary = status.get("summary")
+    by_k = summary.get("byK") if isinstance(summary, Mapping) else None
+    run = None
+    if suite is not None and completed is not None and isinstance(by_k, list):
+        values = {
+            str(row["k"]): _number(row.get("passHatK"))
+            for row in by_k
+            if isinstance(row, Mapping) and isinstance(row.get("k"), int)
+        }
+        run = _SuiteRun(suite=suite, completed=completed, pass_hat_k=values)
+    metrics.suites.observe(metrics.suite_pass_hat_k, namespace, eval_name, run)
 
 
 def observe_trial(
@@ -403,6 +646,7 @@ def forget_eval(namespace: str, eval_name: str, *, metrics: Metrics = METRICS) -
     """Remove every series of one eval (call when the resource is deleted)."""
     for metric in metrics.per_eval():
         _drop(metric, set(), namespace, eval_name)
+    metrics.suites.observe(metrics.suite_pass_hat_k, namespace, eval_name, None)
 
 
 def write_textfile(
@@ -413,17 +657,41 @@ def write_textfile(
     trials: Iterable[Mapping[str, Any]] = (),
     gate_passed: bool | None = None,
     namespace: str = "local",
+    intervals: Sequence[KIntervals] = (),
+    grader_noise_rate: float | None = None,
+    usage: UsageSummary | None = None,
+    suite: str | None = None,
+    completed: float | None = None,
 ) -> None:
     """Write one eval's metrics in the Prometheus text format, atomically (temp + rename).
 
     `trials` are trial records (`trials.jsonl` rows: outcome, reason, duration_s). The
     file holds the same names and labels the operator serves, for node-exporter's textfile
-    collector; `namespace` defaults to "local". UsageError when the file cannot be written.
+    collector; `namespace` defaults to "local". `suite`: the run's suite; with `completed`
+    (when the run completed, epoch seconds) it is the suite's newest run as well.
+    UsageError when the file cannot be written.
     """
     registry = CollectorRegistry(auto_describe=True)
     metrics = define(registry)
-    observe_summaries(namespace, eval_name, summaries, gate_passed=gate_passed, metrics=metrics)
+    observe_summaries(
+        namespace,
+        eval_name,
+        summaries,
+        gate_passed=gate_passed,
+        intervals=intervals,
+        metrics=metrics,
+    )
     metrics.trials_running.labels(namespace, eval_name).set(0)
+    if grader_noise_rate is not None:
+        metrics.grader_noise_rate.labels(namespace, eval_name).set(grader_noise_rate)
+    if usage is not None:
+        _set_usage(metrics, namespace, eval_name, usage.total.as_status())
+    if suite is not None:
+        metrics.eval_suite.labels(namespace, eval_name, suite).set(1)
+        if completed is not None:
+            values = {str(s.k): s.pass_hat_k for s in summaries}
+            run = _SuiteRun(suite=suite, completed=completed, pass_hat_k=values)
+            metrics.suites.observe(metrics.suite_pass_hat_k, namespace, eval_name, run)
     for record in trials:
         duration = record.get("duration_s")
         observe_trial(

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds every Go component of the test cluster from its Go module into the cache
 # (${PASSHAT_CACHE_DIR}/bin-<component>-<version>/). A component whose binaries exist is
-# skipped, so only the first run on a machine pays. Usage: build.sh [kube|etcd|kwok|helm|seaweed|all]
+# skipped, so only the first run on a machine pays. Usage: build.sh [kube|etcd|kwok|helm|seaweed|kueue|all]
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/versions.sh"
 
@@ -10,6 +10,10 @@ timed() { # timed NAME CMD...: run CMD, log how long it took
   local name=$1 start=$SECONDS; shift
   "$@"
   log "$name took $((SECONDS - start))s"
+}
+quietly() { # CMD...: run CMD, show its output only when it fails
+  local out
+  out=$("$@" 2>&1) || { echo "$out" | tail -n 20 >&2; return 1; }
 }
 
 KUBE_TOOLS=(kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl)
@@ -99,6 +103,22 @@ build_seaweed() {
   rm -rf "$SEAWEED_BIN"; mv "$SEAWEED_BIN.tmp" "$SEAWEED_BIN"
 }
 
+# Kueue: only its manager (cmd/kueue), from a wrapper module (the module has no replaces).
+# Its manifests (CRDs, webhook configurations) are read by up.sh from the module tree in
+# GOMODCACHE, which `go get` fills.
+build_kueue() {
+  [[ -x "$KUEUE_BIN/kueue" ]] && { log "kueue $KUEUE_VERSION cached"; return; }
+  local dir="${PASSHAT_CACHE_DIR}/wrap-kueue-${KUEUE_VERSION}"
+  local ld="-s -w -X sigs.k8s.io/kueue/pkg/version.GitVersion=${KUEUE_VERSION}"
+  ld+=" -X sigs.k8s.io/kueue/pkg/version.GitCommit=module -X sigs.k8s.io/kueue/pkg/version.BuildDate=1970-01-01"
+  mkdir -p "$dir" "$KUEUE_BIN.tmp"
+  (cd "$dir" && { [[ -f go.mod ]] || go mod init passhat.local/kueuewrap >/dev/null 2>&1; } &&
+    timed "kueue modules (go get)" quietly go get "sigs.k8s.io/kueue/cmd/kueue@${KUEUE_VERSION}" &&
+    timed "kueue build" env CGO_ENABLED=0 go build -p "${PASSHAT_BUILD_JOBS:-2}" -trimpath -ldflags "$ld" \
+      -o "$KUEUE_BIN.tmp/kueue" sigs.k8s.io/kueue/cmd/kueue)
+  rm -rf "$KUEUE_BIN"; mv "$KUEUE_BIN.tmp" "$KUEUE_BIN"
+}
+
 main() {
   command -v go >/dev/null || { echo "build.sh: no Go toolchain on PATH (need Go >= 1.24, e.g. /usr/local/go)" >&2; exit 1; }
   mkdir -p "$PASSHAT_CACHE_DIR"
@@ -106,6 +126,7 @@ main() {
   flock 8 # one build at a time: concurrent builds of one component would clobber each other
   case "${1:-all}" in
     kube) build_kube ;; etcd) build_etcd ;; kwok) build_kwok ;; helm) build_helm ;; seaweed) build_seaweed ;;
+    kueue) build_kueue ;;
     all)
       # NB: the small builds run beside the big one: they fill the cores while its
       # compile queue drains and while it links (linking is mostly single-threaded).
@@ -113,11 +134,21 @@ main() {
       local kube=$!
       (PASSHAT_BUILD_JOBS=1 build_etcd && PASSHAT_BUILD_JOBS=1 build_kwok && PASSHAT_BUILD_JOBS=1 build_helm)
       wait "$kube"
-      # NB: SeaweedFS last, on both cores: beside the chain above at -p 1 it left a core
-      # idle for most of its ~10 minutes once Kubernetes was built.
-      build_seaweed
+      # NB: SeaweedFS and Kueue last, side by side at -p 1: one on each core, and each
+      # one's single-threaded link overlaps the other's compile. (SeaweedFS alone beside
+      # the chain above at -p 1 left a core idle for most of its ~10 minutes.)
+      # PASSHAT_KUEUE=later leaves Kueue out: hack/test.sh builds it beside the image
+      # build and the unit tests, which leave a core idle.
+      if [[ "${PASSHAT_KUEUE:-}" == later ]]; then
+        build_seaweed
+      else
+        PASSHAT_BUILD_JOBS=1 build_kueue &
+        local kueue=$!
+        PASSHAT_BUILD_JOBS=1 build_seaweed
+        wait "$kueue"
+      fi
       ;;
-    *) echo "usage: build.sh [kube|etcd|kwok|helm|seaweed|all]" >&2; exit 2 ;;
+    *) echo "usage: build.sh [kube|etcd|kwok|helm|seaweed|kueue|all]" >&2; exit 2 ;;
   esac
 }
 [[ "${BASH_SOURCE[0]}" == "$0" ]] && main "$@"

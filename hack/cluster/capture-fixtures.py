@@ -3,7 +3,8 @@
 
 The pod classifier (passhat/trials/classify_pod.py) must be tested on what Kubernetes
 really writes, not on what we imagine it writes. This script runs one pod per case on
-the real node (or a kwok node), waits until the pod shows the state the case is about,
+the real node (or a kwok node; the Kueue cases in a queue of the cluster's Kueue), waits
+until the pod shows the state the case is about,
 and saves the pod exactly as the API server returned it (JSON) to
 tests/fixtures/pods/<case>.json, plus tests/fixtures/pods/expected.yaml mapping each file
 to the outcome/reason of the DESIGN table (grading: pass [0], fail [1], infraError [75]).
@@ -33,6 +34,8 @@ REPO = Path(__file__).resolve().parents[2]
 OUT = REPO / "tests" / "fixtures" / "pods"
 BUSYBOX = "localhost/passhat/busybox:test"
 HOLD = "passhat.dev/fixture-hold"
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+LOCAL_QUEUE = "fixtures"
 OOM = "head -c 400m /dev/zero | tail"
 RESULT_PASS = '{"outcome": "pass", "score": 1.0, "reason": "matched"}'
 RESULT_FAIL = '{"outcome": "fail", "score": 0.0, "reason": "wrong refund"}'
@@ -81,6 +84,21 @@ def has_condition(type_: str, reason: str) -> Callable[[Pod], bool]:
     return check
 
 
+def gated(pod: Pod) -> bool:
+    """Held by Kueue: a scheduling gate, and the scheduler says so."""
+    conds = pod.get("status", {}).get("conditions", []) or []
+    return bool(pod.get("spec", {}).get("schedulingGates")) and any(
+        c.get("type") == "PodScheduled" and c.get("reason") == "SchedulingGated" for c in conds
+    )
+
+
+def preempted(pod: Pod) -> bool:
+    """Stopped by Kueue for a higher-priority workload, its container ended."""
+    return is_terminal(pod) and has_condition("TerminationTarget", "WorkloadEvictedDueToPreempted")(
+        pod
+    )
+
+
 def running(pod: Pod) -> bool:
     """Phase Running with the container started."""
     return pod.get("status", {}).get("phase") == "Running" and bool(container_state(pod, "running"))
@@ -101,8 +119,9 @@ class Case:
     pull_policy: str = "Never"
     annotations: dict[str, str] = field(default_factory=dict)
     env_from_missing_configmap: bool = False
-    action: str | None = None  # "evict" | "delete" | "delete-node" once the pod runs
+    action: str | None = None  # "evict" | "delete" | "delete-node" | "kueue-preempt" once it runs
     timeout_s: float = 240.0
+    queued: bool = False  # labelled for the scratch namespace's Kueue LocalQueue (1 pod quota)
 
 
 def exp(outcome: str | None, reason: str | None, note: str) -> dict[str, Any]:
@@ -211,6 +230,27 @@ CASES = [
             "passhat.dev/fake-reason": "OOMKilled",
         },
     ),
+    # NB: the preempted case first: it takes the queue's one pod of quota, so the gated
+    # case waits; then a higher-priority pod preempts it (and the gated one still waits).
+    Case(
+        "kueue_preempted",
+        "true",
+        exp("infra_error", "preempted", "Kueue: TerminationTarget WorkloadEvictedDueToPreempted"),
+        node="kwok",
+        annotations={"passhat.dev/fake-run-forever": "true"},
+        queued=True,
+        ready=preempted,
+        action="kueue-preempt",
+    ),
+    Case(
+        "kueue_gated",
+        "true",
+        exp(None, None, "gated by Kueue, waiting for quota: not terminal"),
+        node="kwok",
+        annotations={"passhat.dev/fake-duration": "1s"},
+        queued=True,
+        ready=gated,
+    ),
     Case(
         "node_deleted_podgc",
         "true",
@@ -254,6 +294,8 @@ def manifest(case: Case, gc_node: str) -> Pod:
     if case.deadline_s is not None:
         spec["activeDeadlineSeconds"] = case.deadline_s
     labels = {"passhat.dev/fixture": case.name}
+    if case.queued:
+        labels[QUEUE_LABEL] = LOCAL_QUEUE
     metadata = {
         "name": case.name.replace("_", "-"),
         "labels": labels,
@@ -283,13 +325,91 @@ def act(core: client.CoreV1Api, ns: str, case: Case, pod_name: str, gc_node: str
         core.delete_namespaced_pod(pod_name, ns)
     elif case.action == "delete-node":
         core.delete_node(gc_node)
+    elif case.action == "kueue-preempt":
+        urgent = {
+            "metadata": {
+                "name": "urgent",
+                "labels": {QUEUE_LABEL: LOCAL_QUEUE, "kueue.x-k8s.io/priority-class": f"{ns}-high"},
+                "annotations": {"passhat.dev/fake-run-forever": "true"},
+            },
+            "spec": {
+                "restartPolicy": "Never",
+                "nodeSelector": {"type": "kwok"},
+                "tolerations": [
+                    {"key": "kwok.x-k8s.io/node", "operator": "Exists", "effect": "NoSchedule"}
+                ],
+                "containers": [{"name": "c", "image": BUSYBOX}],
+            },
+        }
+        core.create_namespaced_pod(ns, as_body(urgent, client.V1Pod))
 
 
-def capture(core: client.CoreV1Api, cases: list[Case]) -> dict[str, Pod]:
+def kueue_objects(ns: str) -> list[tuple[str, dict[str, Any]]]:
+    """(plural, object) of the Kueue queue of the scratch namespace: one pod of quota,
+    lower priorities preempted, and a WorkloadPriorityClass `<ns>-high`."""
+    group = {"apiVersion": "kueue.x-k8s.io/v1beta2"}
+    quota = [
+        {"name": "cpu", "nominalQuota": "10"},
+        {"name": "memory", "nominalQuota": "10Gi"},
+        {"name": "pods", "nominalQuota": 1},
+    ]
+    return [
+        (
+            "workloadpriorityclasses",
+            {
+                **group,
+                "kind": "WorkloadPriorityClass",
+                "metadata": {"name": f"{ns}-high"},
+                "value": 1000,
+            },
+        ),
+        ("resourceflavors", {**group, "kind": "ResourceFlavor", "metadata": {"name": ns}}),
+        (
+            "clusterqueues",
+            {
+                **group,
+                "kind": "ClusterQueue",
+                "metadata": {"name": ns},
+                "spec": {
+                    "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ns}},
+                    "preemption": {"withinClusterQueue": "LowerPriority"},
+                    "resourceGroups": [
+                        {
+                            "coveredResources": ["cpu", "memory", "pods"],
+                            "flavors": [{"name": ns, "resources": quota}],
+                        }
+                    ],
+                },
+            },
+        ),
+        (
+            "localqueues",
+            {
+                **group,
+                "kind": "LocalQueue",
+                "metadata": {"name": LOCAL_QUEUE, "namespace": ns},
+                "spec": {"clusterQueue": ns},
+            },
+        ),
+    ]
+
+
+def capture(
+    core: client.CoreV1Api, custom: client.CustomObjectsApi, cases: list[Case]
+) -> dict[str, Pod]:
     """Run all cases at once in a scratch namespace; return case name → pod JSON."""
     ns = f"passhat-fixtures-{uuid.uuid4().hex[:6]}"
     gc_node = f"kwok-gc-{uuid.uuid4().hex[:6]}"
-    core.create_namespace(as_body({"metadata": {"name": ns}}, client.V1Namespace))
+    queued = any(c.queued for c in cases)
+    # NB: the test cluster's Kueue manages only namespaces with this label (docs/cluster.md)
+    labels = {"passhat.dev/test-kueue": "true"} if queued else {}
+    core.create_namespace(as_body({"metadata": {"name": ns, "labels": labels}}, client.V1Namespace))
+    kueue = kueue_objects(ns) if queued else []
+    for plural, obj in kueue:
+        if plural == "localqueues":
+            custom.create_namespaced_custom_object("kueue.x-k8s.io", "v1beta2", ns, plural, obj)
+        else:
+            custom.create_cluster_custom_object("kueue.x-k8s.io", "v1beta2", plural, obj)
     if any(c.node == "kwok-gc" for c in cases):
         taint = {"key": "kwok.x-k8s.io/node", "value": "fake", "effect": "NoSchedule"}
         node = {
@@ -340,6 +460,12 @@ def capture(core: client.CoreV1Api, cases: list[Case]) -> dict[str, Pod]:
         core.delete_namespace(ns)
         with contextlib.suppress(ApiException):
             core.delete_node(gc_node)
+        for plural, obj in reversed(kueue):
+            if plural != "localqueues":  # NB: deleted with the namespace
+                with contextlib.suppress(ApiException):
+                    custom.delete_cluster_custom_object(
+                        "kueue.x-k8s.io", "v1beta2", plural, obj["metadata"]["name"]
+                    )
     return captured
 
 
@@ -351,8 +477,8 @@ def main(argv: list[str] | None = None) -> int:
     cases = [c for c in CASES if not args.only or c.name in args.only]
     # NB: the client's config loaders carry no annotations, even in its typed releases.
     new_client: Callable[..., client.ApiClient] = config.new_client_from_config
-    core = client.CoreV1Api(new_client(config_file=args.kubeconfig))
-    captured = capture(core, cases)
+    api = new_client(config_file=args.kubeconfig)
+    captured = capture(client.CoreV1Api(api), client.CustomObjectsApi(api), cases)
     OUT.mkdir(parents=True, exist_ok=True)
     for name, pod in captured.items():
         (OUT / f"{name}.json").write_text(json.dumps(pod, indent=2) + "\n")

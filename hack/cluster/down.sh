@@ -9,6 +9,13 @@ mkdir -p "$CLUSTER_DIR"
 exec 9>"$CLUSTER_DIR/up.lock"
 flock 9
 
+# NB: Kueue's webhook configurations first: they fail closed, and the API server is still up.
+if [[ -f "$KUBECONFIG_ADMIN" ]]; then
+  kc delete mutatingwebhookconfiguration kueue-mutating-webhook-configuration --ignore-not-found --timeout 20s >/dev/null 2>&1
+  kc delete validatingwebhookconfiguration kueue-validating-webhook-configuration --ignore-not-found --timeout 20s >/dev/null 2>&1
+fi
+stop_component kueue 10
+rm -rf "$KUEUE_METRICS_CERTS"
 stop_component weed 10 # the S3 server (SeaweedFS); its data is under $STATE
 stop_component kwok 10
 stop_component kubelet 20

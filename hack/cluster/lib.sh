@@ -28,6 +28,15 @@ KWOK_CIDR=10.200.0.1/16
 # address (InternalIP) and port (daemonEndpoints), so the API server dials it on loopback.
 KWOK_NODE_IP=127.0.0.1
 KWOK_PORT=10251
+# Kueue (a host process, see up.sh): its webhook server, metrics and health probes, on
+# loopback only. Its pod webhooks see only namespaces carrying this label (value "true").
+KUEUE_WEBHOOK_PORT=9543
+KUEUE_METRICS_PORT=9544
+KUEUE_HEALTH_PORT=9545
+KUEUE_NAMESPACE=kueue-system
+KUEUE_NAMESPACE_LABEL=passhat.dev/test-kueue
+# NB: with its internal cert management off, Kueue reads its metrics cert from this fixed path.
+KUEUE_METRICS_CERTS=/etc/kueue/metrics/certs
 PAUSE_IMAGE=localhost/passhat/pause:3.10
 BUSYBOX_IMAGE=localhost/passhat/busybox:test
 PAUSE_BIN="${PASSHAT_CACHE_DIR}/bin-pause-$(sha256sum "$(dirname "${BASH_SOURCE[0]}")/pause/main.go" | cut -c1-12)"
@@ -112,7 +121,7 @@ sign() {
 
 make_certs() {
   local ip=$1
-  if [[ -f "$PKI/done" && "$(cat "$PKI/done")" == "$ip" ]]; then make_front_proxy_certs; make_kwok_serving_cert; return; fi
+  if [[ -f "$PKI/done" && "$(cat "$PKI/done")" == "$ip" ]]; then make_front_proxy_certs; make_kwok_serving_cert; make_kueue_certs; return; fi
   log "making certificates (node ip $ip)"
   rm -rf "$PKI"; mkdir -p "$PKI"; chmod 700 "$PKI"
   openssl ecparam -name prime256v1 -genkey -noout -out "$PKI/ca.key" 2>/dev/null
@@ -132,6 +141,7 @@ make_certs() {
   openssl rsa -in "$PKI/sa.key" -pubout -out "$PKI/sa.pub" 2>/dev/null
   make_front_proxy_certs
   make_kwok_serving_cert
+  make_kueue_certs
   echo "$ip" >"$PKI/done"
 }
 
@@ -157,6 +167,19 @@ make_kwok_serving_cert() {
   [[ -f "$PKI/kwok-serving.crt" ]] && return
   log "making kwok's serving certificate (IP $KWOK_NODE_IP)"
   sign kwok-serving kwok-serving "" "IP:${KWOK_NODE_IP},DNS:localhost"
+}
+
+# Kueue's client cert (system:masters, like kwok's) and the serving cert of its webhook and
+# metrics servers (IP SAN 127.0.0.1: the API server calls the webhooks by URL). Made apart
+# from the rest, so a PKI from before it gains them without being replaced.
+make_kueue_certs() {
+  [[ -f "$PKI/kueue/tls.crt" ]] && return
+  log "making Kueue's certificates"
+  sign kueue kueue system:masters ""
+  sign kueue-serving kueue-webhook "" "IP:127.0.0.1,DNS:localhost,DNS:kueue-webhook-service.${KUEUE_NAMESPACE}.svc"
+  mkdir -p "$PKI/kueue"
+  mv "$PKI/kueue-serving.key" "$PKI/kueue/tls.key"
+  mv "$PKI/kueue-serving.crt" "$PKI/kueue/tls.crt"
 }
 
 # write_kubeconfig FILE CERTNAME: a self-contained kubeconfig for pki/CERTNAME.crt

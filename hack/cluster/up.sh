@@ -41,6 +41,7 @@ build_all() {
   fi
   local b
   for b in "$KUBE_BIN"/* "$ETCD_BIN/etcd" "$KWOK_BIN/kwok" "$HELM_BIN/helm" "$SEAWEED_BIN/weed"; do ln -sfn "$b" "$BIN/$(basename "$b")"; done
+  kueue_later || ln -sfn "$KUEUE_BIN/kueue" "$BIN/kueue"
   ln -sfn /usr/bin/promtool "$BIN/promtool"
 }
 
@@ -438,6 +439,91 @@ start_s3() {
   log "S3 server up: http://$NODE_IP:$S3_PORT bucket $S3_BUCKET (source $S3_ENV)"
 }
 
+# ------------------------------------------------------------------ Kueue (job queueing)
+
+# Kueue's manager as a host process (like kwok), its CRDs and webhook configurations from
+# its own module tree (which `build.sh kueue` downloaded). Only the plain-pod integration
+# is on, only for namespaces labelled $KUEUE_NAMESPACE_LABEL=true and pods with a queue
+# name (the webhooks' selectors and managedJobsNamespaceSelector), so a stopped Kueue
+# blocks no pod but those of the tests that asked for it. Its certificates are files of
+# the cluster PKI (internal cert management off); the API server calls it by URL.
+KUEUE_SRC="$GOMODCACHE/sigs.k8s.io/kueue@$KUEUE_VERSION"
+# PASSHAT_KUEUE=later: bring the cluster up without building or starting Kueue (hack/test.sh
+# builds it in the background; the cluster tests' own up.sh then starts it).
+kueue_later() { [[ "${PASSHAT_KUEUE:-}" == later ]]; }
+KUEUE_URL="https://127.0.0.1:$KUEUE_WEBHOOK_PORT"
+
+kueue_config() {
+  cat <<YAML
+apiVersion: config.kueue.x-k8s.io/v1beta2
+kind: Configuration
+namespace: $KUEUE_NAMESPACE
+health:
+  healthProbeBindAddress: 127.0.0.1:$KUEUE_HEALTH_PORT
+metrics:
+  bindAddress: 127.0.0.1:$KUEUE_METRICS_PORT
+webhook:
+  host: 127.0.0.1
+  port: $KUEUE_WEBHOOK_PORT
+  certDir: $PKI/kueue
+leaderElection:
+  leaderElect: false
+internalCertManagement:
+  enable: false
+clientConnection:
+  qps: 50
+  burst: 100
+manageJobsWithoutQueueName: false
+managedJobsNamespaceSelector:
+  matchLabels:
+    $KUEUE_NAMESPACE_LABEL: "true"
+integrations:
+  frameworks: [pod]
+featureGates:
+  VisibilityOnDemand: false
+YAML
+}
+
+# Its CRDs (conversion webhooks by URL) and webhook configurations (cut down, fenced).
+install_kueue_manifests() {
+  [[ -d "$KUEUE_SRC/config/components/crd" ]] || go mod download "sigs.k8s.io/kueue@$KUEUE_VERSION" >>"$LOGS/build.log" 2>&1 ||
+    die "Kueue's module source ($KUEUE_SRC) is missing and go mod download failed (log: $LOGS/build.log)"
+  local rewrite=(python3 "$HERE/kueue_manifests.py" --base "$KUEUE_URL" --ca "$PKI/ca.crt" --namespace-label "$KUEUE_NAMESPACE_LABEL")
+  # NB: server-side: the workloads CRD is too large for the last-applied annotation.
+  kc kustomize "$KUEUE_SRC/config/components/crd" | "${rewrite[@]}" crds |
+    kc apply --server-side --force-conflicts -f - >/dev/null || die "installing Kueue's CRDs failed"
+  "${rewrite[@]}" webhooks <"$KUEUE_SRC/config/components/webhook/manifests.yaml" |
+    kc apply --server-side --force-conflicts -f - >/dev/null || die "installing Kueue's webhook configurations failed"
+  kc create namespace "$KUEUE_NAMESPACE" --dry-run=client -o yaml | kc apply -f - >/dev/null ||
+    die "creating namespace $KUEUE_NAMESPACE failed"
+  kc wait --for condition=Established --timeout 60s crd/workloads.kueue.x-k8s.io crd/clusterqueues.kueue.x-k8s.io >/dev/null ||
+    die "Kueue's CRDs are not established"
+}
+
+kueue_ready() {
+  curl -sf --max-time 3 "http://127.0.0.1:$KUEUE_HEALTH_PORT/readyz" >/dev/null &&
+    curl -s -o /dev/null --max-time 3 --cacert "$PKI/ca.crt" "$KUEUE_URL/healthz"
+}
+kueue_current() { kueue_later || { cmp -s <(kueue_config) "$ETC/kueue.yaml" && pid_alive kueue && kueue_ready; }; }
+
+start_kueue() {
+  kueue_later && { log "Kueue left for later (PASSHAT_KUEUE=later)"; return; }
+  if pid_alive kueue && ! cmp -s <(kueue_config) "$ETC/kueue.yaml"; then
+    log "kueue runs with an old configuration: restarting it"
+    stop_component kueue 10
+  fi
+  if ! pid_alive kueue; then
+    write_kubeconfig "$ETC/kueue.kubeconfig" kueue
+    mkdir -p "$KUEUE_METRICS_CERTS"
+    cp "$PKI/kueue/tls.crt" "$PKI/kueue/tls.key" "$KUEUE_METRICS_CERTS/"
+    kueue_config >"$ETC/kueue.yaml"
+    install_kueue_manifests
+    start_component kueue "$BIN/kueue" --config "$ETC/kueue.yaml" --kubeconfig "$ETC/kueue.kubeconfig" \
+      --zap-log-level info
+  fi
+  wait_until "kueue (health :$KUEUE_HEALTH_PORT, webhooks :$KUEUE_WEBHOOK_PORT)" 120 "$LOGS/kueue.log" kueue_ready
+}
+
 # ------------------------------------------------------------------ checks
 
 node_ready() { [[ $(kc get node "$1" -o 'jsonpath={.status.conditions[?(@.type=="Ready")].status}' 2>/dev/null) == True ]]; }
@@ -449,13 +535,14 @@ all_nodes_ready() {
 all_alive() {
   local c
   for c in etcd kube-apiserver kube-controller-manager kube-scheduler containerd kubelet kwok weed; do pid_alive "$c" || return 1; done
+  kueue_later || pid_alive kueue
 }
 
 main() {
   exec 9>"$CLUSTER_DIR/up.lock"
   flock 9 # one up.sh at a time (several test sessions may call it at once)
   exec 2> >(tee -a "$LOGS/up.log" >&2)
-  if [[ -f "$KUBECONFIG_ADMIN" ]] && all_alive && ! apiserver_stale && api_healthy && all_nodes_ready && kwok_current && s3_healthy; then
+  if [[ -f "$KUBECONFIG_ADMIN" ]] && all_alive && ! apiserver_stale && api_healthy && all_nodes_ready && kwok_current && s3_healthy && kueue_current; then
     log "cluster already up and healthy (reused in $((SECONDS - T0))s)"
     return 0
   fi
@@ -474,6 +561,7 @@ main() {
   start_kubelet
   start_kwok
   start_s3
+  start_kueue
   wait_until "node $NODE_NAME Ready" 180 "$LOGS/kubelet.log" node_ready "$NODE_NAME"
   wait_until "kwok nodes Ready" 120 "$LOGS/kwok.log" all_nodes_ready
   wait_until "default service account" 120 "$LOGS/kube-controller-manager.log" kc get serviceaccount default -n default

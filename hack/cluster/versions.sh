@@ -8,6 +8,7 @@ HELM_VERSION=v3.22.0          # helm.sh/helm/v3 (latest v3 on the proxy)
 # github.com/seaweedfs/seaweedfs (Apache-2.0): the S3 store of the record archive (its
 # `weed version` says 4.53). A pseudo-version: the module has no semver tags.
 SEAWEED_VERSION=v0.0.0-20261109003541-7506e5f91cd6
+KUEUE_VERSION=v0.17.0         # sigs.k8s.io/kueue (Apache-2.0): the job queue of shared clusters (#23)
 
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 # NB: resolved physically, so a second checkout whose .cluster is a symlink to this one
@@ -27,5 +28,6 @@ KWOK_BIN="${PASSHAT_CACHE_DIR}/bin-kwok-${KWOK_VERSION}"
 # Kubernetes 1.20); the suffix keeps a cached binary of the older recipe from being used.
 HELM_BIN="${PASSHAT_CACHE_DIR}/bin-helm-${HELM_VERSION}-kv"
 SEAWEED_BIN="${PASSHAT_CACHE_DIR}/bin-seaweed-${SEAWEED_VERSION}"
+KUEUE_BIN="${PASSHAT_CACHE_DIR}/bin-kueue-${KUEUE_VERSION}"
 
 command -v go >/dev/null 2>&1 || export PATH="/usr/local/go/bin:${PATH}"

@@ -13,25 +13,36 @@ from typing import Any
 
 __all__ = [
     "ARCHIVE_PENDING",
+    "BUDGET_EXHAUSTED",
     "COMPLETE",
     "CONDITION_TYPES",
     "CONFIG_ERROR",
     "CREATE_REFUSED",
     "FAILED",
     "GATE_PASSED",
+    "GRADER_STABLE",
     "INFRA_ERRORS_HIGH",
     "REASON_ABOVE_THRESHOLD",
     "REASON_ALL_FINAL",
     "REASON_ARCHIVED",
     "REASON_BELOW_THRESHOLD",
+    "REASON_CHECKING_GRADER",
     "REASON_CREATED",
     "REASON_DEADLINE_EXCEEDED",
+    "REASON_DRAINED",
     "REASON_FIRST_ATTEMPTS_FAILED",
     "REASON_FORBIDDEN",
     "REASON_GATE_MET",
     "REASON_GATE_MISSED",
+    "REASON_GRADER_UNSTABLE",
     "REASON_INVALID_SPEC",
+    "REASON_MAX_ATTEMPTS",
+    "REASON_MAX_COST",
+    "REASON_NOISE_ABOVE",
+    "REASON_NOISE_WITHIN",
+    "REASON_NO_VERDICTS",
     "REASON_QUOTA_EXCEEDED",
+    "REASON_REGRADING",
     "REASON_RESOLVED",
     "REASON_RUNNING",
     "REASON_STORE_FAILING",
@@ -39,6 +50,7 @@ __all__ = [
     "REASON_TASKS_UNAVAILABLE",
     "REASON_THROTTLED",
     "REASON_UNSAFE_TEMPLATE",
+    "STOPPED",
     "find_condition",
     "set_condition",
     "timestamp",
@@ -68,6 +80,20 @@ ARCHIVE_PENDING = "ArchivePending"
 # False once they are created again; absent while never refused (passhat.operator.pacing).
 CREATE_REFUSED = "CreateRefused"
 
+# True when the operator was drained (`passhat operator drain`, helm uninstall's hook)
+# while the eval ran: its running trials were stopped, what was scored stays, and no
+# operator drives it again (phase Failed, like a deadline). Create a new eval to resume.
+STOPPED = "Stopped"
+# True when the eval stopped at spec.budget (docs/spec.md#budget): no attempt started past
+# it, what was scored stays, phase Failed (ended early, like a deadline) and GatePassed=False
+# when there is a gate (an incomplete regression run does not ship).
+BUDGET_EXHAUSTED = "BudgetExhausted"
+
+# With spec.grading.stabilityCheck: Unknown while the grader pods regrade the sampled
+# transcripts, then True when the grader's noise rate is at most maxNoiseRate, False when
+# it is above (or no transcript got two verdicts). The gate fails while it is not True.
+GRADER_STABLE = "GraderStable"
+
 CONDITION_TYPES = (
     COMPLETE,
     GATE_PASSED,
@@ -76,6 +102,9 @@ CONDITION_TYPES = (
     ARCHIVE_PENDING,
     FAILED,
     CREATE_REFUSED,
+    STOPPED,
+    GRADER_STABLE,
+    BUDGET_EXHAUSTED,
 )
 
 # -- reasons ----------------------------------------------------------------------------
@@ -107,6 +136,13 @@ REASON_BELOW_THRESHOLD = "BelowThreshold"
 # Failed=True (and Complete=False): the eval was active longer than
 # spec.activeDeadlineSeconds; its running trials were stopped (the Job controller's reason).
 REASON_DEADLINE_EXCEEDED = "DeadlineExceeded"
+# BudgetExhausted=True (Complete=False, GatePassed=False): the trials' reported cost reached
+# spec.budget.maxCostUSD; running trials were stopped, queued ones deleted, none recorded.
+REASON_MAX_COST = "MaxCostReached"
+# BudgetExhausted=True: spec.budget.maxAttempts attempts ended with slots not final.
+REASON_MAX_ATTEMPTS = "MaxAttemptsReached"
+# Stopped=True (and Complete=False): the operator was drained while the eval ran.
+REASON_DRAINED = "OperatorDrained"
 # ArchivePending=True: the record store failed; the message has its error.
 REASON_STORE_FAILING = "StoreFailing"
 # ArchivePending=False: every recorded attempt is in the record store again.
@@ -120,6 +156,20 @@ REASON_THROTTLED = "Throttled"
 REASON_FORBIDDEN = "Forbidden"
 # CreateRefused=False: trial pods are created again.
 REASON_CREATED = "Created"
+
+# Complete=False: every trial slot is final; the grader stability check runs.
+REASON_CHECKING_GRADER = "CheckingGrader"
+# GraderStable=Unknown: the grader pods are regrading the sample.
+REASON_REGRADING = "Regrading"
+# GraderStable=True: the noise rate is at most maxNoiseRate.
+REASON_NOISE_WITHIN = "NoiseWithinLimit"
+# GraderStable=False: the noise rate is above maxNoiseRate.
+REASON_NOISE_ABOVE = "NoiseAboveLimit"
+# GraderStable=False: no sampled transcript got two verdicts (the grader kept breaking,
+# or no graded attempt had a transcript to regrade).
+REASON_NO_VERDICTS = "NoVerdicts"
+# GatePassed=False: the metric reached its minimum but the grader is not stable.
+REASON_GRADER_UNSTABLE = "GraderUnstable"
 
 _STATUSES = frozenset({"True", "False", "Unknown"})
 

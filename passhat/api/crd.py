@@ -13,6 +13,7 @@ the status subresource and the `kubectl get` columns. `crds/` holds its output, 
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import yaml
@@ -20,7 +21,16 @@ import yaml
 from passhat.api.spec import GROUP, KIND, VERSION, EvalSpec
 from passhat.api.status import EvalStatus
 
-__all__ = ["CRD_FILE", "GENERATED_HEADER", "PLURAL", "SHORT_NAME", "build_crd", "render_crd"]
+__all__ = [
+    "CRD_FILE",
+    "GENERATED_HEADER",
+    "IMPLICIT_NODES",
+    "PLURAL",
+    "SHORT_NAME",
+    "build_crd",
+    "render_crd",
+    "schema_nodes",
+]
 
 PLURAL = "consistencyevals"
 SINGULAR = "consistencyeval"
@@ -48,6 +58,12 @@ SPEC_RULES: list[dict[str, str]] = [
         "fieldPath": ".gate.k",
     },
     {
+        "rule": "!has(self.grading) || !has(self.grading.stabilityCheck) || "
+        "(has(self.grading.grader) && has(self.grading.grader.image))",
+        "message": "spec.grading.stabilityCheck needs spec.grading.grader with an image",
+        "fieldPath": ".grading.stabilityCheck",
+    },
+    {
         "rule": "self == oldSelf",
         "message": "spec is immutable once created; create a new ConsistencyEval instead",
     },
@@ -56,12 +72,17 @@ SPEC_RULES: list[dict[str, str]] = [
 # `kubectl get ceval` columns. NB: only plain paths and non-negative indexes: the API
 # server's JSONPath evaluator keeps state between objects for negative indexes.
 PRINTER_COLUMNS: list[dict[str, Any]] = [
-    {"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
+    {
+        "name": "Phase",
+        "type": "string",
+        "jsonPath": ".status.phase",
+        "description": "Pending, Running, Succeeded (every slot final) or Failed (ended early).",
+    },
     {
         "name": "Done",
-        "type": "integer",
-        "jsonPath": ".status.progress.done",
-        "description": "Trial slots that are final.",
+        "type": "string",
+        "jsonPath": ".status.display.done",
+        "description": "Final trial slots of all slots (12/16).",
     },
     {
         "name": "Running",
@@ -71,9 +92,21 @@ PRINTER_COLUMNS: list[dict[str, Any]] = [
         "priority": 1,
     },
     {
+        "name": "Waiting",
+        "type": "integer",
+        "jsonPath": ".status.progress.waiting",
+        "description": "Trial attempts waiting for admission (Kueue).",
+    },
+    {
+        "name": "Gate",
+        "type": "string",
+        "jsonPath": ".status.display.gate",
+        "description": "Passed or Missed once every slot is final (empty without a gate).",
+    },
+    {
         "name": "Mean",
-        "type": "number",
-        "jsonPath": ".status.summary.byK[0].meanPassRate",
+        "type": "string",
+        "jsonPath": ".status.display.meanPassRate",
         "description": "Mean pass rate over the tasks scored at the smallest k.",
     },
     {
@@ -83,9 +116,9 @@ PRINTER_COLUMNS: list[dict[str, Any]] = [
         "description": "The headline k: gate.k if there is a gate, else the largest k.",
     },
     {
-        "name": "PassHatK",
-        "type": "number",
-        "jsonPath": ".status.summary.passHatK",
+        "name": "Pass^K",
+        "type": "string",
+        "jsonPath": ".status.display.passHatK",
         "description": "pass^k at the headline k.",
     },
     {
@@ -95,13 +128,16 @@ PRINTER_COLUMNS: list[dict[str, Any]] = [
         "description": "Tasks that both passed and failed.",
     },
     {
-        "name": "InfraRate",
-        "type": "number",
-        "jsonPath": ".status.summary.infraErrorRate",
+        "name": "Infra",
+        "type": "string",
+        "jsonPath": ".status.display.infraErrorRate",
         "description": "Infra-error attempts / all attempts.",
     },
     {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
 ]
+
+# Nodes the API server describes itself (ObjectMeta); a CRD may not say more of them.
+IMPLICIT_NODES = frozenset({".metadata"})
 
 _DROP = frozenset({"title", "additionalProperties", "$defs"})
 
@@ -209,8 +245,11 @@ def build_crd() -> dict[str, Any]:
                             "tasks and the infra-error rate.",
                             "required": ["spec"],
                             "properties": {
-                                "apiVersion": {"type": "string"},
-                                "kind": {"type": "string"},
+                                "apiVersion": {
+                                    "type": "string",
+                                    "description": f"The API version: {GROUP}/{VERSION}.",
+                                },
+                                "kind": {"type": "string", "description": f"The kind: {KIND}."},
                                 "metadata": {"type": "object"},
                                 "spec": spec,
                                 "status": status,
@@ -221,6 +260,20 @@ def build_crd() -> dict[str, Any]:
             ],
         },
     }
+
+
+def schema_nodes(
+    node: Mapping[str, Any], path: str = ""
+) -> Iterator[tuple[str, Mapping[str, Any]]]:
+    """Every node of a schema with its path (`.spec.ks[]`, `.status.summary.byK[].k`,
+    `{}` for a map's values): what `kubectl explain` can show, each needing a description."""
+    yield path, node
+    for name, child in (node.get("properties") or {}).items():
+        yield from schema_nodes(child, f"{path}.{name}")
+    if isinstance(node.get("items"), Mapping):
+        yield from schema_nodes(node["items"], f"{path}[]")
+    if isinstance(node.get("additionalProperties"), Mapping):
+        yield from schema_nodes(node["additionalProperties"], f"{path}{{}}")
 
 
 def render_crd() -> str:

@@ -35,6 +35,7 @@ from pydantic.alias_generators import to_camel
 from pydantic_core import PydanticCustomError
 
 from passhat.api.quantity import parse_quantity
+from passhat.api.suite import SUITE_PATTERN
 from passhat.stats import default_ks
 
 __all__ = [
@@ -42,13 +43,18 @@ __all__ = [
     "GROUP",
     "KIND",
     "MAX_ACTIVE_DEADLINE_SECONDS",
+    "MAX_CHECK_SAMPLE",
+    "MAX_CHECK_TIMES",
+    "MAX_GRADER_TIMEOUT_SECONDS",
     "MAX_INLINE_TASKS",
     "MAX_PARALLELISM",
     "MAX_PARAMS_BYTES",
     "MAX_TASKS_BYTES",
     "MAX_TRIALS",
     "RESERVED_LABEL_PREFIX",
+    "SUITE_PATTERN",
     "VERSION",
+    "Budget",
     "ConsistencyEval",
     "EvalSpec",
     "ExitCodes",
@@ -57,6 +63,7 @@ __all__ = [
     "Grading",
     "Metadata",
     "RetryPolicy",
+    "StabilityCheck",
     "Task",
     "TaskSource",
     "TrialSpec",
@@ -90,8 +97,8 @@ MAX_TASKS_BYTES = 4 * 1024 * 1024
 MAX_PARALLELISM = 10_000
 
 SPEC_ERROR = "passhat_spec"
-ExitCode = Annotated[int, Field(ge=0, le=255)]
-K = Annotated[int, Field(ge=1)]
+ExitCode = Annotated[int, Field(ge=0, le=255, description="A container exit code, 0-255.")]
+K = Annotated[int, Field(ge=1, description="A k: how many trials pass^k and pass@k look at.")]
 Path = tuple[str | int, ...]
 
 
@@ -234,7 +241,7 @@ _TEMPLATE_METADATA_SCHEMA: dict[str, Any] = {
         "labels": {
             "type": "object",
             "description": f"Pod labels (not under {RESERVED_LABEL_PREFIX}: passhat's own).",
-            "additionalProperties": {"type": "string"},
+            "additionalProperties": {"type": "string", "description": "A label's value."},
             "x-kubernetes-validations": [
                 {
                     "rule": f"self.all(k, !k.startsWith('{RESERVED_LABEL_PREFIX}'))",
@@ -310,22 +317,67 @@ class GraderSpec(_Model):
 
     The contract of `passhat trial --grader`: the transcript on stdin and at
     `$PASSHAT_TRANSCRIPT`, a result JSON as the last output line or exit 0 pass / 1 fail /
-    75 infra error. Locally `command` runs as a shell command (its items shell-quoted).
-    `image` is for running it in a pod on a cluster, which nothing does yet (#19).
+    75 infra error. Locally `command` runs as a shell command (its items shell-quoted); on
+    a cluster the operator's stability check runs it in a pod of `image`, as argv under
+    `/bin/sh` (which feeds it the transcript on stdin).
     """
 
     image: str | None = Field(
         default=None,
         min_length=1,
         max_length=512,
-        description="Container image to run the grader in on a cluster (for the "
-        "operator's stability check, not built yet: issue #19); unused locally.",
+        description="Container image the operator's stability check runs the grader in "
+        "(it needs /bin/sh); required for stabilityCheck on a cluster, unused locally.",
     )
-    command: list[Annotated[str, Field(min_length=1, max_length=4096)]] = Field(
+    command: list[
+        Annotated[str, Field(min_length=1, max_length=4096, description="One argument.")]
+    ] = Field(
         min_length=1,
         max_length=64,
         description="The grader's command (argv), run with its items shell-quoted by "
         "passhat regrade.",
+    )
+
+
+# Bounds of spec.grading.stabilityCheck: sample x times grader pods at most (2,000), and
+# status.graderCheck.ledger stays a few KiB.
+MAX_CHECK_SAMPLE = 200
+MAX_CHECK_TIMES = 10
+MAX_GRADER_TIMEOUT_SECONDS = 3600
+
+
+class StabilityCheck(_Model):
+    """Regrade a seeded sample of the graded transcripts after the trials, and fail the
+    gate while the grader says both pass and fail about too many of them."""
+
+    sample: int = Field(
+        default=20,
+        ge=1,
+        le=MAX_CHECK_SAMPLE,
+        description="Graded attempts whose transcripts are regraded (all when fewer); infra "
+        "attempts are never sampled.",
+    )
+    times: int = Field(
+        default=3,
+        ge=2,
+        le=MAX_CHECK_TIMES,
+        description="Gradings of each sampled transcript (noise needs two).",
+    )
+    max_noise_rate: float = Field(
+        ge=0.0,
+        le=1.0,
+        description="The most grader noise the gate accepts: the share of regraded "
+        "transcripts that got both a pass and a fail.",
+    )
+    seed: int = Field(
+        default=0, ge=0, le=2**31 - 1, description="Seed of the sample (as passhat regrade)."
+    )
+    timeout_seconds: int = Field(
+        default=300,
+        ge=1,
+        le=MAX_GRADER_TIMEOUT_SECONDS,
+        description="Wall-clock limit of one grading; a grader that outlives it is a grader "
+        "error, never a pass or a fail.",
     )
 
 
@@ -341,6 +393,22 @@ class Grading(_Model):
         description="The grader `passhat regrade` runs on stored transcripts when no "
         "--grader is given.",
     )
+    stability_check: StabilityCheck | None = Field(
+        default=None,
+        description="Regrade a sample of the graded transcripts after the trials (grader "
+        "pods on a cluster, the grader command locally); the gate fails while the grader's "
+        "noise rate is above maxNoiseRate. Needs grader (with an image on a cluster).",
+    )
+
+    @model_validator(mode="after")
+    def _check_needs_grader(self) -> Grading:
+        if self.stability_check is not None and (self.grader is None or not self.grader.image):
+            raise _problem(
+                ("stabilityCheck",),
+                "needs spec.grading.grader with an image and a command (what regrades the "
+                "transcripts: a pod of the image on a cluster, the command locally)",
+            )
+        return self
 
 
 class RetryPolicy(_Model):
@@ -369,6 +437,46 @@ class Gate(_Model):
     )
     k: int = Field(ge=1, description="The k the metric is computed at; at most trials.")
     min: float = Field(ge=0.0, le=1.0, description="The gate passes when metric >= min.")
+    statistic: Literal["estimate", "lowerBound"] = Field(
+        default="estimate",
+        description="What must reach min: the metric's estimate, or the lower bound of its "
+        "two-sided bootstrap interval over tasks at `confidence` (seeded: reproducible).",
+    )
+    confidence: float = Field(
+        default=0.95,
+        ge=0.5,
+        le=0.999,
+        description="The level of the two-sided interval a lowerBound gate uses, 0.5 to "
+        "0.999 (default 0.95).",
+    )
+
+
+class Budget(_Model):
+    """What an eval may spend before it stops (docs/spec.md#budget): like a Job's
+    backoffLimit, an eval past its budget ends Failed, keeping what was scored."""
+
+    max_attempts: int | None = Field(
+        default=None,
+        ge=1,
+        le=2**31 - 1,
+        description="Trial attempts (retries included) the eval may start; none past it. "
+        "Once they have all ended with slots not final, the eval stops (BudgetExhausted).",
+    )
+    max_cost_usd: float | None = Field(
+        default=None,
+        alias="maxCostUSD",
+        ge=1e-6,
+        le=1e9,
+        description="US dollars the trials may report spending (result JSON cost_usd, "
+        "infra-error attempts included). Once reached, running trials are stopped and not "
+        "recorded, and the eval stops (BudgetExhausted).",
+    )
+
+    @model_validator(mode="after")
+    def _check_some(self) -> Budget:
+        if self.max_attempts is None and self.max_cost_usd is None:
+            raise _problem((), "give maxAttempts, maxCostUSD or both")
+        return self
 
 
 class EvalSpec(_Model):
@@ -415,12 +523,34 @@ class EvalSpec(_Model):
         description="Kueue LocalQueue for the trial pods (their kueue.x-k8s.io/queue-name "
         "label); ignored locally.",
     )
+    # NB: no schema default: a CRD default would put the field into every stored eval,
+    # which an operator older than the field refuses (unknown field) until it is upgraded
+    pod_retention: Literal["all", "failed", "none"] | None = Field(
+        default=None,
+        description="Which finished trial pods stay once their outcome is recorded (and "
+        "archived, with a record store): all (unset: all, like a Job's pods), failed (pods "
+        "of attempts that did not pass), or none. The rest are deleted; ignored locally.",
+    )
+    suite: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=63,
+        pattern=SUITE_PATTERN,
+        description="The suite this eval is a run of: evals that share it are runs of one "
+        "suite (passhat history, the passhat_suite_* metrics). A label value (at most 63 "
+        "letters, digits, '-', '_', '.'); wins over the passhat.dev/suite label.",
+    )
     trial: TrialSpec = Field(description="How one trial attempt runs.")
     grading: Grading = Field(default_factory=Grading, description="How exit codes are graded.")
     retry: RetryPolicy = Field(
         default_factory=RetryPolicy, description="How infra errors are retried."
     )
     gate: Gate | None = Field(default=None, description="Optional pass/fail gate.")
+    budget: Budget | None = Field(
+        default=None,
+        description="Optional spending limit: attempts and/or reported US dollars; past it "
+        "the eval stops (BudgetExhausted) and its gate fails.",
+    )
 
     @model_validator(mode="after")
     def _check_spec(self) -> EvalSpec:

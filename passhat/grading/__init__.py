@@ -10,7 +10,7 @@ Layer: below `local`, `operator`, `runner` and `cli`; imports only `stats`, `api
 `trials` and `records`. Nothing heavy at import time (`passhat trial` starts every trial).
 """
 
-from passhat.grading.grader import GRADER_ERROR, Grade, GraderProcesses, run_grader
+from passhat.grading.grader import GRADER_ERROR, Grade, GraderProcesses, grade_of, run_grader
 from passhat.grading.noise import GraderCheck, Sample, TranscriptGrades, sample_graded
 
 __all__ = [
@@ -20,6 +20,7 @@ __all__ = [
     "GraderProcesses",
     "Sample",
     "TranscriptGrades",
+    "grade_of",
     "run_grader",
     "sample_graded",
 ]

@@ -28,7 +28,7 @@ from typing import Any
 from passhat.trials.outcomes import EXIT_CODE, REPORTED, RESULT, Outcome
 from passhat.trials.result import parse_result
 
-__all__ = ["GRADER_ERROR", "Grade", "GraderProcesses", "run_grader"]
+__all__ = ["GRADER_ERROR", "Grade", "GraderProcesses", "grade_of", "run_grader"]
 
 # infra_error: the grader crashed or printed nothing usable
 GRADER_ERROR = "grader_error"
@@ -168,7 +168,17 @@ def run_grader(
             message=f"the grader timed out after {timeout:g} s (killed)",
         )
     code, stdout, stderr = done
-    result = parse_result(_last_line(stdout.decode("utf-8", "replace")))
+    return grade_of(
+        code, stdout.decode("utf-8", "replace"), stderr=stderr.decode("utf-8", "replace")
+    )
+
+
+def grade_of(code: int, output: str, *, stderr: str | None = None) -> Grade:
+    """What a grader that exited `code` after printing `output` said: its last output
+    line's result JSON, else its exit code (0 pass, 1 fail, 75 infra error, any other a
+    grader error quoting the last line of `stderr`, or of `output` when there is none:
+    a grader pod's log holds both). Negative codes are signals (a killed process)."""
+    result = parse_result(_last_line(output))
     if result is not None:
         outcome = Outcome(result["outcome"])
         score = result.get("score")
@@ -184,6 +194,6 @@ def run_grader(
         return Grade(Outcome.FAIL, EXIT_CODE)
     if code == 75:
         return Grade(Outcome.INFRA_ERROR, REPORTED, message="the grader exited 75")
-    last = _last_line(stderr.decode("utf-8", "replace"))[:200]
+    last = _last_line(output if stderr is None else stderr)[:200]
     how = f"was killed by signal {-code}" if code < 0 else f"exited {code}"
     return Grade(Outcome.INFRA_ERROR, GRADER_ERROR, message=f"the grader {how}: {last}".rstrip())

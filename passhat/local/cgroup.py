@@ -192,6 +192,10 @@ class Slot:
     _fds: list[int] = field(default_factory=list)
     # NB: the file with the oom_kill counter, kept open: a pread at 0 reads it afresh
     _oom_fd: int = -1
+    # The memory peak file opened (and reset) for the current attempt, and whether the
+    # slot ran an attempt before (a peak that cannot be reset then says nothing).
+    _peak_fd: int = -1
+    _used: bool = False
 
     @property
     def procs_path(self) -> str:
@@ -210,6 +214,45 @@ class Slot:
     def pids(self) -> list[int]:
         """The processes still in this cgroup."""
         return _pids(self.memory)
+
+    def start_peak(self) -> None:
+        """Reset the memory peak for the attempt about to start in this slot.
+
+        cgroup v1 resets `memory.max_usage_in_bytes` on a write; v2 resets `memory.peak`
+        for the file descriptor written to (Linux 6.12 and later), kept open until
+        `peak_memory` reads it. A slot whose peak cannot be reset reports none once reused.
+        """
+        self.close_peak()
+        v1 = os.path.join(self.memory, "memory.max_usage_in_bytes")
+        try:
+            if os.path.exists(v1):
+                _write(v1, "0")
+                self._peak_fd = os.open(v1, os.O_RDONLY | os.O_CLOEXEC)
+            else:
+                fd = os.open(os.path.join(self.memory, "memory.peak"), os.O_RDWR | os.O_CLOEXEC)
+                self._peak_fd = fd
+                try:
+                    os.write(fd, b"reset")
+                except OSError:
+                    if self._used:
+                        self.close_peak()
+        except OSError:
+            self.close_peak()
+        self._used = True
+
+    def peak_memory(self) -> int | None:
+        """Bytes at the memory peak of the attempt in this slot (None: not known)."""
+        if self._peak_fd < 0:
+            return None
+        try:
+            return int(os.pread(self._peak_fd, 64, 0).split()[0])
+        except (OSError, ValueError, IndexError):
+            return None
+
+    def close_peak(self) -> None:
+        if self._peak_fd >= 0:
+            os.close(self._peak_fd)
+            self._peak_fd = -1
 
 
 class Pool:
@@ -236,7 +279,9 @@ class Pool:
     def acquire(self) -> Slot:
         """A free slot (a new cgroup when none is free); raises OSError when not creatable."""
         if self._free:
-            return self._free.pop()
+            slot = self._free.pop()
+            slot.start_peak()
+            return slot
         index = self._next
         self._next += 1
         name = f"passhat-{os.getpid()}-{index}"
@@ -260,6 +305,7 @@ class Pool:
                 _write(os.path.join(slot.cpu, "cpu.cfs_period_us"), str(_CFS_PERIOD_US))
                 _write(os.path.join(slot.cpu, "cpu.cfs_quota_us"), str(quota))
         slot.oom_baseline = slot.oom_kills()
+        slot.start_peak()
         if self.placement == "thread":
             slot._fds = [
                 os.open(os.path.join(d, "tasks"), os.O_WRONLY | os.O_CLOEXEC)
@@ -318,6 +364,7 @@ class Pool:
             if slot._oom_fd >= 0:
                 os.close(slot._oom_fd)
                 slot._oom_fd = -1
+            slot.close_peak()
             for directory in (slot.memory, slot.cpu):
                 if directory is not None:
                     empty_out(directory)

@@ -9,7 +9,7 @@ import argparse
 
 __all__ = ["add_run_parser"]
 
-FORMATS = ("text", "json", "markdown", "html")
+FORMATS = ("text", "json", "json-full", "markdown", "html")
 
 
 def _main(args: argparse.Namespace) -> int:
@@ -34,8 +34,10 @@ def add_run_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParse
         help="run a ConsistencyEval locally as isolated subprocesses",
         description="Run every task of the eval `trials` times on this machine (no cluster), "
         "each attempt sandboxed, and report pass^k, pass@k, mean pass rate, flaky tasks and "
-        "the infra-error rate. Exit 0 done (gate passed or no gate), 1 gate failed, 2 bad "
-        "spec or usage, 130 interrupted (continue with --resume).",
+        "the infra-error rate. Exit 0 done (gate passed or no gate), 1 gate failed (also "
+        "stopped at spec.budget with a gate), 2 bad spec or usage, 3 not finished (stopped "
+        "at spec.activeDeadlineSeconds, or at spec.budget without a gate), 130 interrupted "
+        "(continue with --resume; docs/scoring.md#exit-codes).",
     )
     parser.add_argument("eval", metavar="EVAL.yaml", help="the ConsistencyEval file")
     parser.add_argument(

@@ -5,8 +5,11 @@ prepare or reopen the run directory (`passhat.local.rundir`: lock, `spec.yaml`, 
 rebuild the ledger from the journal on `--resume`, set up the cgroup pool (or the RSS
 fallback), run the loop in its thread while the main thread waits for signals, then score
 the journal exactly as `passhat score DIR/trials.jsonl` would and print the report.
-Exit codes: 0 done and the gate passes (or no gate), 1 the gate fails, 2 usage or spec
-error (raised as PasshatError for the CLI), 130 interrupted (resumable).
+Exit codes (`passhat.api.gate`, shared with `passhat report` and `passhat score --gate`):
+0 done and the gate passes (or no gate), 1 the gate fails (or spec.budget stopped a run
+with a gate), 2 usage or spec error (raised as PasshatError for the CLI), 3 not finished
+(stopped at spec.activeDeadlineSeconds, or by spec.budget without a gate; resumable),
+130 interrupted by a signal (resumable).
 """
 
 from __future__ import annotations
@@ -24,6 +27,13 @@ from dataclasses import dataclass
 from typing import Any, TextIO, cast
 
 from passhat.api.errors import InputError, PasshatError, SpecError, UsageError
+from passhat.api.gate import (
+    EXIT_GATE_FAILED,
+    EXIT_NOT_FINISHED,
+    EXIT_PASSED,
+    GATE_SEED,
+    evaluate_gate,
+)
 from passhat.api.load import (
     parse_eval,
     read_eval_text,
@@ -31,7 +41,7 @@ from passhat.api.load import (
     resolve_tasks,
 )
 from passhat.api.podsecurity import template_safety_problems
-from passhat.api.spec import ConsistencyEval, Gate
+from passhat.api.spec import ConsistencyEval
 from passhat.local import cgroup
 from passhat.local.capacity import Capacity
 from passhat.local.executor import Executor
@@ -41,6 +51,7 @@ from passhat.local.progress import display_for
 from passhat.local.rundir import (
     JOURNAL,
     TRANSCRIPTS,
+    complete_run,
     default_base,
     latest_run_dir,
     new_run_dir,
@@ -51,9 +62,11 @@ from passhat.local.spawner import SpawnError
 from passhat.records.bundle import transcript_links, write_file
 from passhat.records.layout import REPORT
 from passhat.records.record import AttemptRecord, infra_errors_by_reason
-from passhat.stats import KSummary, summarize_many, tally
+from passhat.stats import KIntervals, TaskTally, summarize_many, tally
 from passhat.trials.ledger import LedgerError, SlotLedger
 from passhat.trials.outcomes import Outcome, Verdict
+from passhat.trials.strips import strips_of
+from passhat.trials.usage import summarize_usage
 
 __all__ = [
     "EXIT_FAILED",
@@ -61,14 +74,12 @@ __all__ = [
     "EXIT_INTERRUPTED",
     "EXIT_OK",
     "RunOptions",
-    "gate_passed",
     "run",
 ]
 
-EXIT_OK = 0
-EXIT_GATE_FAILED = 1
-# The run failed before every slot was final: past spec.activeDeadlineSeconds.
-EXIT_FAILED = 1
+EXIT_OK = EXIT_PASSED
+# The run stopped before every slot was final: past spec.activeDeadlineSeconds.
+EXIT_FAILED = EXIT_NOT_FINISHED
 EXIT_INTERRUPTED = 130
 
 # errno values of an exec that failed because of the command itself
@@ -98,19 +109,6 @@ class RunOptions:
     format: str = "text"
     metrics_textfile: str | None = None
     quiet: bool = False
-
-
-def gate_passed(gate: Gate | None, summaries: Sequence[KSummary]) -> bool | None:
-    """Whether the gate passes on these summaries (None without a gate)."""
-    if gate is None:
-        return None
-    summary = next(s for s in summaries if s.k == gate.k)
-    value = {
-        "passHatK": summary.pass_hat_k,
-        "passAtK": summary.pass_at_k,
-        "meanPassRate": summary.mean_pass_rate,
-    }[gate.metric]
-    return summary.tasks_scored > 0 and value >= gate.min
 
 
 def _out_dir(options: RunOptions, eval_name: str) -> str:
@@ -285,6 +283,22 @@ def _run_locked(
         raise InputError(f"cannot write: {err.strerror or err}", path=journal_path) from None
     pool = _pool(plan, stderr)
     display = display_for(stderr, plan.eval_name, quiet=options.quiet)
+
+    def on_record(record: dict[str, Any]) -> None:
+        records.append(record)
+        if record.get("spend_error"):
+            stderr.write(
+                f"passhat: warning: task {record['task_id']} trial {record['trial']} attempt "
+                f"{record['attempt']}: result JSON {record['spend_error']}; what it spent is "
+                f"left out of the sums (the attempt is recorded: {record['outcome']})\n"
+            )
+        if record.get("result_error"):
+            stderr.write(
+                f"passhat: warning: task {record['task_id']} trial {record['trial']} attempt "
+                f"{record['attempt']}: $PASSHAT_RESULT ignored, not a result JSON: "
+                f"{record['result_error']}; the exit code decided: {record['outcome']}\n"
+            )
+
     executor = Executor(
         plan,
         ledger=ledger,
@@ -292,9 +306,11 @@ def _run_locked(
         transcripts=os.path.join(out, TRANSCRIPTS),
         capacity=capacity,
         pool=pool,
-        on_record=records.append,
+        on_record=on_record,
         on_progress=display,
         fresh_transcripts=not numbered,
+        budget=evaluation.spec.budget,
+        spent_usd=summarize_usage(records).total.cost_usd,
     )
     try:
         finished, late = _execute(executor, evaluation.spec.active_deadline_seconds)
@@ -311,7 +327,21 @@ def _run_locked(
     tallies = tally((r["task_id"], r["outcome"]) for r in records)
     ks = evaluation.spec.report_ks
     summaries = summarize_many(tallies, ks)
-    passed = gate_passed(evaluation.spec.gate, summaries) if finished else None
+    gate = evaluation.spec.gate
+    usage = summarize_usage(records)
+    exhausted = executor.exhausted
+    # NB: a budget stop ends the run as its deadline does; with a gate it is a verdict:
+    # an incomplete regression run does not ship
+    late = late or exhausted is not None
+    intervals = _intervals(tallies, ks, evaluation) if finished or late else []
+    verdict = evaluate_gate(gate, tallies, intervals=intervals) if finished and gate else None
+    passed = verdict.passed if verdict is not None else None
+    if exhausted is not None and gate is not None:
+        passed = False
+    noise_rate: float | None = None
+    # NB: run.json says when every slot became final (passhat history orders by it)
+    suite = complete_run(out, evaluation) if finished else None
+    completed = time.time() if finished else None
 
     def write_metrics() -> None:
         if options.metrics_textfile:
@@ -323,9 +353,28 @@ def _run_locked(
                 summaries=summaries,
                 trials=records,
                 gate_passed=passed,
+                intervals=intervals,
+                grader_noise_rate=noise_rate,
+                usage=usage,
+                suite=suite,
+                completed=completed,
             )
 
-    if late:
+    if exhausted is not None:
+        stderr.write(
+            f"passhat: budget exhausted: {exhausted.exhausted}; {ledger.done}/{ledger.slots} "
+            "trial slots final, running trials were stopped and not recorded; the report "
+            "counts what was scored"
+            + ("; the gate fails (an incomplete run does not ship)" if gate is not None else "")
+            + (
+                "; the grader stability check is skipped"
+                if evaluation.spec.grading.stability_check is not None
+                else ""
+            )
+            + f" (raise spec.budget and continue with: passhat run {eval_path} --out {out} "
+            "--resume)\n"
+        )
+    elif late:
         stderr.write(
             f"passhat: deadline exceeded: the eval was active longer than "
             f"spec.activeDeadlineSeconds ({evaluation.spec.active_deadline_seconds}s); "
@@ -342,35 +391,70 @@ def _run_locked(
         return EXIT_INTERRUPTED
     from passhat.report import build_report, render_report
 
+    title = plan.eval_name
+    if exhausted is not None:
+        title += "; budget exhausted" + ("; gate FAILED" if gate is not None else "")
+    elif verdict is not None:
+        # NB: the verdict in the title, as `passhat report`'s: a markdown report posted
+        # as a PR comment says it
+        title += f"; gate {'passed' if verdict.passed else 'FAILED'}"
     report = build_report(
-        tallies, ks, title=plan.eval_name, infra_by_reason=infra_errors_by_reason(records)
+        tallies,
+        ks,
+        title=title,
+        intervals=[i for i in intervals if i.k in ks],
+        infra_by_reason=infra_errors_by_reason(records),
+        strips=strips_of((r["task_id"], r["trial"], r["outcome"]) for r in records),
+        usage=usage,
     )
     stdout.write(render_report(report, options.format, color=_color(stdout, environ)))
     flaky = {row.task_id for row in report.flaky}
     links = transcript_links(cast("list[AttemptRecord]", records), tasks=flaky)
     # NB: the run directory reads like a bundle: its report.html links the flaky tasks'
-    # transcripts (no intervals: a run imports no numpy; `passhat score DIR/trials.jsonl
-    # --format html` adds them)
+    # transcripts
     try:
         html = render_report(dataclasses.replace(report, transcripts=links), "html")
         write_file(os.path.join(out, REPORT), html.encode())
     except PasshatError as err:
         stderr.write(f"passhat: warning: {err} (the run itself is recorded)\n")
-    if passed is not None and not late:
-        gate = evaluation.spec.gate
-        assert gate is not None
-        verdict = "passed" if passed else "FAILED"
-        stderr.write(
-            f"passhat: gate {verdict}: {gate.metric} at k={gate.k} must be >= {gate.min:g}\n"
-        )
+    stable: bool | None = None
+    if evaluation.spec.grading.stability_check is not None and not late:
+        # NB: the report is out first: the regrade may take a while (an LLM judge)
+        stdout.flush()
+        from passhat.local.stability import run_stability_check
+
+        checked = run_stability_check(evaluation.spec, out, stderr)
+        stable = checked.stable
+        noise_rate = checked.check.noise_rate if checked.check is not None else None
+        if passed and not stable:
+            passed = False
+    if verdict is not None and not late:
+        result = "passed" if passed else "FAILED"
+        unstable = "; and the grader must be stable" if stable is False else ""
+        stderr.write(f"passhat: gate {result}: {verdict.describe()}{unstable}\n")
     stdout.flush()
     stderr.write(f"passhat: run directory: {out}\n")
     # NB: after the report: a metrics file that cannot be written (checked up front, but
     # the disk may fill meanwhile) must not cost the user the report of a finished run
     write_metrics()
+    if exhausted is not None and gate is not None:
+        return EXIT_GATE_FAILED
     if late:
         return EXIT_FAILED
     return EXIT_OK if passed is not False else EXIT_GATE_FAILED
+
+
+def _intervals(
+    tallies: Sequence[TaskTally], ks: Sequence[int], evaluation: ConsistencyEval
+) -> list[KIntervals]:
+    """The run's bootstrap intervals, as the operator's status has them: one seeded draw
+    at the gate's confidence (0.95 without a gate), the gate's k included."""
+    from passhat.stats import bootstrap
+
+    gate = evaluation.spec.gate
+    level = gate.confidence if gate is not None else 0.95
+    wanted = sorted({*ks, *([gate.k] if gate is not None else [])})
+    return bootstrap(tallies, wanted, seed=GATE_SEED, level=level)
 
 
 def _check_metrics_textfile(path: str) -> None:

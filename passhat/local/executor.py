@@ -8,7 +8,11 @@ whole of it is settled in one place (`_finish`): its process group and cgroup ar
 emptied (without a cgroup, what left its session: `passhat.local.orphans`), it is
 classified (`passhat.trials.classify_exit`), its result JSON (when it wrote a valid one)
 kept in `results/`, folded into the `SlotLedger` (exactly once) and appended to the
-journal, and a retry is scheduled when the retry plan allows one.
+journal with what it spent (the result JSON's `usage`, `cost_usd`, `metrics`) and used
+(`resources`: CPU seconds from wait4's rusage, peak memory from its cgroup when it has one,
+else the rusage's largest RSS), and a retry is scheduled when the retry plan allows one.
+`spec.budget` is checked before every start (`passhat.trials.budget`): past it, no
+attempt starts, and a reached maxCostUSD stops the run as a deadline does.
 The loop does not run on the main thread: with cgroup v1 a spawning thread steps into the
 attempt's cgroup (see `passhat.local.cgroup`), which the main thread must never do, and
 the main thread is left to turn signals into `stop()`.
@@ -32,6 +36,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from passhat.api.spec import Budget
 from passhat.local import rss
 from passhat.local.capacity import Capacity
 from passhat.local.cgroup import Pool, Slot
@@ -41,10 +46,12 @@ from passhat.local.plan import Plan
 from passhat.local.sandbox import Scratch, expand
 from passhat.local.spawner import Spawner, SpawnError, SpawnRequest
 from passhat.records.layout import NAME_MAX, RESULTS, transcript_name
+from passhat.trials.budget import BudgetCheck, check_budget
 from passhat.trials.classify import classify_exit, normalize_exit_code
 from passhat.trials.ledger import SlotLedger
 from passhat.trials.outcomes import Outcome, Verdict
-from passhat.trials.result import MAX_RESULT_BYTES, parse_result
+from passhat.trials.result import MAX_RESULT_BYTES, parse_result, result_problem
+from passhat.trials.usage import Resources, spend_of
 
 __all__ = [
     "KILL_GRACE",
@@ -96,6 +103,7 @@ class Attempt:
     kill_at: float | None = None
     timed_out: bool = False
     over_memory: bool = False
+    rusage: Any = None
 
 
 class Executor:
@@ -115,6 +123,8 @@ class Executor:
         on_progress: Callable[[Progress], None] | None = None,
         fresh_transcripts: bool = True,
         spawn_threads: int = SPAWN_THREADS,
+        budget: Budget | None = None,
+        spent_usd: float = 0.0,
     ) -> None:
         self.plan = plan
         self.ledger = ledger
@@ -129,6 +139,11 @@ class Executor:
         self.fresh_transcripts = fresh_transcripts
         self.spawn_threads = max(1, min(spawn_threads, plan.parallelism))
         self.progress = Progress(slots=plan.slots, done=ledger.done, retries=ledger.retries)
+        self.budget = budget
+        # The dollars the recorded attempts reported (a resumed run's included).
+        self.spent_usd = spent_usd
+        # Set when spec.budget stopped the run (run() then returns False).
+        self.exhausted: BudgetCheck | None = None
         self._stop = threading.Event()
         self._wake_r, self._wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         self._epoll = select.epoll()
@@ -197,12 +212,21 @@ class Executor:
         while fresh or retries or self._active:
             if self._stop.is_set():
                 return False
+            budget = self._check_budget()
+            if budget.exhausted is not None:
+                # NB: the running attempts are killed and not recorded (run's finally)
+                self.exhausted = budget
+                return False
             now = time.monotonic()
+            may_start = budget.may_start
             while (
                 len(self._active) < plan.parallelism
                 and (fresh or (retries and retries[0][0] <= now))
                 and self.capacity.fits(plan.requests)
+                and (may_start is None or may_start > 0)
             ):
+                if may_start is not None:
+                    may_start -= 1
                 if retries and retries[0][0] <= now:
                     _, task, trial = heapq.heappop(retries)
                 else:
@@ -224,6 +248,15 @@ class Executor:
             self._reap_orphans()
             self._report_progress()
         return True
+
+    def _check_budget(self) -> BudgetCheck:
+        return check_budget(
+            self.budget,
+            attempts=self.ledger.attempts_recorded,
+            live=len(self._active),
+            cost_usd=self.spent_usd,
+            pending=self.ledger.pending,
+        )
 
     def _next_wakeup(self, retries: list[tuple[float, int, int]]) -> float | None:
         due = [a.kill_at if a.kill_at is not None else a.deadline for a in self._active]
@@ -378,7 +411,8 @@ class Executor:
             os.close(pidfd)
         if attempt.process is None:
             return None
-        return normalize_exit_code(attempt.process.wait())
+        code, attempt.rusage = _wait(attempt.process)
+        return normalize_exit_code(code)
 
     def _finish(self, attempt: Attempt) -> float | None:
         """Settle an attempt that ended; the monotonic time to retry its slot, if any."""
@@ -391,6 +425,8 @@ class Executor:
         if self._orphans is not None:
             # NB: before its directory is reset: nothing of it may write there afterwards
             self._orphans.sweep(self._running_keys(but=attempt))
+        # NB: before _forget releases its cgroup to the next attempt
+        resources = _resources(attempt)
         result_left, data, result = _read_result(self._result_path(attempt.worker))
         self._forget(attempt, result_left=result_left)
         verdict = classify_exit(
@@ -421,6 +457,16 @@ class Executor:
         }
         if verdict.message:
             record["message"] = verdict.message
+        spend, problem = spend_of(result)
+        if spend is not None:
+            record.update(spend.as_record())
+            self.spent_usd += spend.cost_usd
+        if problem is not None:
+            record["spend_error"] = problem
+        if result is None and (ignored := result_problem(data)) is not None:
+            record["result_error"] = ignored
+        if resources is not None:
+            record["resources"] = resources.as_record()
         self.journal.append(record)
         self._count(verdict, final)
         if self.on_record is not None:
@@ -499,6 +545,35 @@ class Executor:
     def _report_progress(self) -> None:
         if self.on_progress is not None:
             self.on_progress(self.progress)
+
+
+def _wait(process: subprocess.Popen[bytes]) -> tuple[int, Any]:
+    """The process's return code (Popen's form) and its rusage (None if not reaped here)."""
+    try:
+        _, status, usage = os.wait4(process.pid, 0)
+    except ChildProcessError:
+        return process.wait(), None
+    # NB: Popen must know: it never waits for a process it knows has ended
+    process.returncode = os.waitstatus_to_exitcode(status)
+    return process.returncode, usage
+
+
+def _resources(attempt: Attempt) -> Resources | None:
+    """What the attempt used: CPU seconds of it and the descendants it waited for (wait4's
+    rusage), and the peak memory of everything in its cgroup, when it has one.
+
+    NB: without a cgroup there is no peak: rusage's ru_maxrss keeps the high-water mark of
+    the process that forked the attempt across exec (passhat's own resident set), which
+    would read as the attempt's."""
+    usage = attempt.rusage
+    peak = attempt.cgroup.peak_memory() if attempt.cgroup is not None else None
+    if attempt.cgroup is not None:
+        attempt.cgroup.close_peak()
+    if usage is None and peak is None:
+        return None
+    cpu = float(usage.ru_utime + usage.ru_stime) if usage is not None else None
+    source = "rusage" + (", cgroup" if peak is not None else "")
+    return Resources(peak_memory_bytes=peak, cpu_seconds=cpu, source=source)
 
 
 def _read_result(path: str) -> tuple[bool, bytes, dict[str, Any] | None]:

@@ -35,8 +35,19 @@ __all__ = [
 ]
 
 FIELDS = JOURNAL_FIELDS
-# Written when the record has it (the classifier's message, e.g. a result JSON's reason).
-OPTIONAL_FIELDS = ("message",)
+# Written when the record has them: the classifier's message (e.g. a result JSON's
+# reason), what the attempt reported it spent and why that was refused, what it used
+# (passhat.trials.usage).
+# `result_error`: why the file left in $PASSHAT_RESULT was ignored (not a result JSON).
+OPTIONAL_FIELDS = (
+    "message",
+    "usage",
+    "cost_usd",
+    "metrics",
+    "spend_error",
+    "resources",
+    "result_error",
+)
 SYNC_INTERVAL = 0.05
 
 
@@ -132,7 +143,8 @@ class Journal:
         """Write one record now (one `write` call); it reaches the disk within SYNC_INTERVAL."""
         fields = {key: record[key] for key in FIELDS}
         for key in OPTIONAL_FIELDS:
-            if record.get(key):
+            # NB: a cost of 0 is a report; an empty message is none
+            if record.get(key) or (key in record and record[key] == 0):
                 fields[key] = record[key]
         line = json.dumps(fields)
         data = (line + "\n").encode()

@@ -1,9 +1,10 @@
 """The run directory: where a run writes, its lock, and what it holds.
 
 `prepare_run_dir` checks, locks and fills one (`spec.yaml`, `trials.jsonl`,
-`transcripts/`): one `passhat run` per directory at a time (an exclusive `flock` that dies
-with its process), a directory holding a run is never reused without `--resume`, and a
-`--resume` must bring the eval the run started with.
+`transcripts/`, `run.json`: when it started and the eval's suite, for `passhat history`;
+`complete_run` adds when it completed): one `passhat run` per directory at a time (an
+exclusive `flock` that dies with its process), a directory holding a run is never reused
+without `--resume`, and a `--resume` must bring the eval the run started with.
 
 Where a run without `--out` writes: a fresh directory per run, named by its UTC start.
 
@@ -28,7 +29,9 @@ from typing import Any
 from passhat.api.errors import InputError, UsageError
 from passhat.api.load import load_eval
 from passhat.api.spec import ConsistencyEval
+from passhat.api.suite import suite_of
 from passhat.records.layout import SPEC, TRANSCRIPTS, TRIALS
+from passhat.records.runinfo import RUN_INFO, RunInfo, read_run_info, timestamp, write_run_info
 
 __all__ = [
     "JOURNAL",
@@ -36,6 +39,7 @@ __all__ = [
     "ROOT",
     "SPEC_COPY",
     "TRANSCRIPTS",
+    "complete_run",
     "default_base",
     "latest_run_dir",
     "new_run_dir",
@@ -142,7 +146,8 @@ def prepare_run_dir(
     `transcripts/`); the lock's fd (close it when done).
 
     Without `resume`, a directory holding a run is refused; with it, the eval must be the
-    one the run started with (only parallelism may change)."""
+    one the run started with (only parallelism and spec.budget may change: a run stopped
+    at its budget continues under a raised one)."""
     if os.path.exists(out) and not resume:
         try:
             empty = not os.listdir(out) or _nothing_recorded(out)
@@ -166,7 +171,7 @@ def _nothing_recorded(out: str) -> bool:
     """Whether `out` is a run directory in which nothing was recorded (a start that failed
     right after preparing it): starting afresh there loses nothing."""
     names = set(os.listdir(out))
-    if not names <= {SPEC_COPY, JOURNAL, TRANSCRIPTS, LOCK}:
+    if not names <= {SPEC_COPY, JOURNAL, TRANSCRIPTS, LOCK, RUN_INFO}:
         return False
     journal, transcripts = os.path.join(out, JOURNAL), os.path.join(out, TRANSCRIPTS)
     if os.path.exists(journal) and os.path.getsize(journal) > 0:
@@ -183,7 +188,7 @@ def _fill_out(
         if _comparable(before) != _comparable(evaluation):
             raise UsageError(
                 f"{eval_path}: the eval differs from the one the run in {out} started with "
-                f"({spec_copy}); only parallelism may change on --resume"
+                f"({spec_copy}); only parallelism and budget may change on --resume"
             )
     try:
         os.makedirs(os.path.join(out, TRANSCRIPTS), exist_ok=True)
@@ -197,9 +202,28 @@ def _fill_out(
         raise InputError(
             f"cannot write the run directory: {err.strerror or err}", path=str(where)
         ) from None
+    # NB: a resumed run keeps the start it has
+    if not resume or read_run_info(out) is None:
+        write_run_info(out, RunInfo(evaluation.metadata.name, _suite(evaluation), timestamp()))
+
+
+def _suite(evaluation: ConsistencyEval) -> str | None:
+    labels = evaluation.metadata.labels
+    return suite_of({"metadata": {"labels": labels}, "spec": {"suite": evaluation.spec.suite}})
+
+
+def complete_run(out: str, evaluation: ConsistencyEval) -> str | None:
+    """Record in `out/run.json` that the run completed now (every trial slot final); the
+    suite it is a run of, as `run.json` now says."""
+    before = read_run_info(out)
+    started = before.started_at if before is not None else timestamp()
+    suite = _suite(evaluation)
+    write_run_info(out, RunInfo(evaluation.metadata.name, suite, started, timestamp()))
+    return suite
 
 
 def _comparable(evaluation: ConsistencyEval) -> dict[str, Any]:
     data = evaluation.model_dump(mode="json", by_alias=True)
     data["spec"].pop("parallelism", None)
+    data["spec"].pop("budget", None)
     return {"name": data["metadata"]["name"], "spec": data["spec"]}

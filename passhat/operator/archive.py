@@ -51,6 +51,7 @@ __all__ = [
     "RecordedAttempt",
     "build_record",
     "manifest_of",
+    "read_transcript",
 ]
 
 logger = logging.getLogger(__name__)
@@ -260,26 +261,15 @@ class Archiver:
         if pod is None:
             return b"", False
         name = str((pod.get("metadata") or {}).get("name"))
-        parts: list[bytes] = []
-        budget, truncated = self.log_limit, False
-        for container, _ in _containers(pod):
-            header = f"==> {name} container {container} <==\n".encode()
-            try:
-                # NB: one byte over the budget tells a cut log from one that fits exactly.
-                log = self._logs.read_pod_log(namespace, name, container, budget + 1)
-            except LogUnavailable as err:
-                log = self._unreadable(namespace, name, err)
-            if len(log) > budget:
-                log, truncated = log[:budget], True
-            parts += [header, log]
-            if log and not log.endswith(b"\n"):
-                parts.append(b"\n")
-            budget -= len(log)
-            if truncated:
-                parts.append(f"[passhat: transcript cut at {self.log_limit} bytes]\n".encode())
-                break
+        found = read_transcript(
+            self._logs,
+            namespace,
+            pod,
+            limit=self.log_limit,
+            unreadable=lambda err: self._unreadable(namespace, name, err),
+        )
         self._log_failing.pop((namespace, name), None)
-        return b"".join(parts), truncated
+        return found
 
     def _unreadable(self, namespace: str, name: str, err: LogUnavailable) -> bytes:
         """A log that cannot be read: wait `log_grace_s` (raise), then archive without it."""
@@ -289,6 +279,43 @@ class Archiver:
             raise err
         logger.warning("pod %s/%s: archived without its log: %s", namespace, name, err)
         return f"[passhat: the log could not be read: {err}]\n".encode()
+
+
+def _raise(err: LogUnavailable) -> bytes:
+    raise err
+
+
+def read_transcript(
+    logs: LogReader,
+    namespace: str,
+    pod: Mapping[str, Any],
+    *,
+    limit: int,
+    unreadable: Callable[[LogUnavailable], bytes] = _raise,
+) -> tuple[bytes, bool]:
+    """(transcript, cut) of `pod`: every container's log under a header line, init
+    containers first, `limit` bytes in all (a cut is marked in the text). `unreadable`
+    says what stands for a log that cannot be read (default: raise LogUnavailable)."""
+    name = str((pod.get("metadata") or {}).get("name"))
+    parts: list[bytes] = []
+    budget, truncated = limit, False
+    for container, _ in _containers(pod):
+        header = f"==> {name} container {container} <==\n".encode()
+        try:
+            # NB: one byte over the budget tells a cut log from one that fits exactly.
+            log = logs.read_pod_log(namespace, name, container, budget + 1)
+        except LogUnavailable as err:
+            log = unreadable(err)
+        if len(log) > budget:
+            log, truncated = log[:budget], True
+        parts += [header, log]
+        if log and not log.endswith(b"\n"):
+            parts.append(b"\n")
+        budget -= len(log)
+        if truncated:
+            parts.append(f"[passhat: transcript cut at {limit} bytes]\n".encode())
+            break
+    return b"".join(parts), truncated
 
 
 def manifest_of(body: Mapping[str, Any], task_ids: Sequence[str]) -> dict[str, Any]:

@@ -28,6 +28,16 @@ class OperatorConfig:
     resync_interval_s: float = 3.0
     # Passes of one eval are at least this far apart (wake-ups in between coalesce).
     min_pass_interval_s: float = 0.3
+    # A pod this loop created and no pod list shows yet counts as live; this long after
+    # its create a GET asks the API server (the list is a watch-fed cache that may lag:
+    # loop._taken_holders).
+    expectation_grace_s: float = 30.0
+    # Passes read their eval's pods from the cache the pod watch keeps (podcache.py), not
+    # from a LIST each (False: a LIST each, as before #22).
+    pod_cache: bool = True
+    # A pass that only recorded outcomes writes status at most this often (the creates of
+    # fresh slots go out at once; 0: every such pass writes): loop._defer_write.
+    status_interval_s: float = 1.0
     # After a failed pass (API down, ...) the next one waits this long.
     error_backoff_s: float = 2.0
     # A non-terminal pod this long past its deletionTimestamp counts as infra_error/deleted.
@@ -50,6 +60,10 @@ class OperatorConfig:
     # per pass (the Job controller's MaxPodCreateDeletePerSync) (passhat.operator.pacing).
     create_batch_max: int = 32
     create_per_pass_max: int = 500
+    # A pass starts no new batch of creates after this long (the next pass goes on at
+    # once), so that a slow API server does not make passes of 500 creates (10-30 s
+    # measured at 100,000 trials, #22) during which no outcome is recorded.
+    create_pass_max_s: float = 1.0
     # While the API server refuses creates for now (403 quota/admission, 429), an eval's
     # creates back off from this delay, doubling per refused pass up to the max.
     create_backoff_initial_s: float = 1.0

@@ -20,7 +20,7 @@ from passhat.api import conditions as cond
 from passhat.api.status import PHASE_FAILED
 from passhat.trials.classify_pod import parse_timestamp
 
-__all__ = ["deadline_exceeded_status", "deadline_message", "seconds_left"]
+__all__ = ["deadline_exceeded_status", "deadline_message", "ended_status", "seconds_left"]
 
 
 def seconds_left(body: Mapping[str, Any], now: float) -> float | None:
@@ -57,13 +57,37 @@ def deadline_exceeded_status(
     """`status` (as a pass would write it) of an eval stopped by its deadline: phase
     Failed, `Failed=True` and `Complete=False` with reason DeadlineExceeded, nothing
     running; the ledger, summary, gate-less numbers and other conditions are kept."""
+    return ended_status(
+        status,
+        condition=cond.FAILED,
+        reason=cond.REASON_DEADLINE_EXCEEDED,
+        message=message,
+        generation=generation,
+        now=now,
+    )
+
+
+def ended_status(
+    status: Mapping[str, Any],
+    *,
+    condition: str,
+    reason: str,
+    message: str,
+    generation: int,
+    now: float,
+) -> dict[str, Any]:
+    """`status` of an eval ended before every slot was final: phase Failed, `condition`
+    True and `Complete=False` with `reason`, nothing running, the rest kept (a deadline:
+    Failed/DeadlineExceeded; a drain: Stopped/OperatorDrained)."""
     out = dict(status)
     progress = status.get("progress")
     if isinstance(progress, Mapping):
         final = int(progress.get("done") or 0)
-        running = int(progress.get("running") or 0)
+        running = int(progress.get("running") or 0) + int(progress.get("waiting") or 0)
         pending = int(progress.get("pending") or 0)
         out["progress"] = {**progress, "running": 0, "pending": pending + running}
+        if "waiting" in progress:
+            out["progress"]["waiting"] = 0
         done = f"{final}/{final + running + pending} trial slots final"
     else:
         done = "no trial slot final"
@@ -73,16 +97,16 @@ def deadline_exceeded_status(
         status.get("conditions") or [],
         cond.COMPLETE,
         "False",
-        cond.REASON_DEADLINE_EXCEEDED,
+        reason,
         f"{done}; the rest never will: {message}",
         generation=generation,
         now=now,
     )
     out["conditions"] = cond.set_condition(
         conditions,
-        cond.FAILED,
+        condition,
         "True",
-        cond.REASON_DEADLINE_EXCEEDED,
+        reason,
         message,
         generation=generation,
         now=now,

@@ -1,11 +1,13 @@
-"""Kubernetes Events on a ConsistencyEval: retries, config errors, gate and completion.
+"""Kubernetes Events on a ConsistencyEval: start, retries, config errors, gate, completion.
 
 `kubectl describe consistencyeval NAME` is where a user looks first when an eval is slow
-or stuck, so the operator says there what it did: which trial was retried and why, which
-field is wrong, when the eval finished and whether its gate passed. Messages are built by
-pure functions (tested without a cluster) and posted through kopf's event poster, which
-batches them off the reconcile path. Retry events are rate-limited per eval, because a
-node loss can retry hundreds of trials at once and Events are not a log.
+or stuck, so the operator tells the story there: that it started (how many slots), each
+burst of retries with its counts (which reasons, which trials), which field is wrong,
+when the eval finished and whether its gate passed. Messages are built by pure functions
+(tested without a cluster) and posted through kopf's event poster, which batches them off
+the reconcile path. A pass's retries are one event, not one per pod (a node loss retries
+hundreds of trials at once, and Events are not a log), and retry events are rate-limited
+per eval on top: the running total in each message keeps the count exact.
 """
 
 from __future__ import annotations
@@ -13,13 +15,14 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
 import kopf
 
 __all__ = [
+    "BUDGET_EXHAUSTED",
     "COMPLETED",
     "CONFIG_ERROR",
     "DEADLINE_EXCEEDED",
@@ -27,31 +30,46 @@ __all__ = [
     "FOREIGN_POD",
     "GATE_FAILED",
     "GATE_PASSED",
+    "GRADER_CHECK_PRUNED",
+    "NAMESPACE_CLAIMED",
     "QUOTA_EXCEEDED",
     "RETRIES_EXHAUSTED",
+    "SPEND_INVALID",
+    "STARTED",
+    "STOPPED",
     "TRIAL_NAME_TAKEN",
     "TRIAL_RETRIED",
     "UNSCHEDULABLE",
     "Event",
     "RetryLimiter",
+    "RetryNote",
+    "budget_exhausted",
     "completed",
     "config_error",
     "create_refused",
     "deadline_exceeded",
     "foreign_pod",
     "gate_result",
+    "grader_check_pruned",
+    "namespace_claimed",
     "post",
     "retries_exhausted",
+    "spend_invalid",
+    "started",
+    "stopped",
     "trial_name_taken",
-    "trial_retried",
+    "trials_retried",
     "unschedulable",
 ]
 
 logger = logging.getLogger(__name__)
 
-# Warning: a trial attempt ended as an infra error and another attempt is scheduled
+# Normal: the operator's first status write for the eval: its slots, parallelism and gate
+STARTED = "Started"
+# Warning: trial attempts ended as infra errors and are retried (one event per burst:
+# the attempts one pass recorded, with their reasons and the eval's running total)
 TRIAL_RETRIED = "TrialRetried"
-# Warning: a trial slot used up its retries and stays infra_error (out of the score)
+# Warning: trial slots used up their retries and stay infra_error (out of the score)
 RETRIES_EXHAUSTED = "RetriesExhausted"
 # Warning: the eval cannot run as written (field named in the message); no pods are made
 CONFIG_ERROR = "ConfigError"
@@ -67,12 +85,25 @@ UNSCHEDULABLE = "TrialPodUnschedulable"
 # Warning: the eval was active past spec.activeDeadlineSeconds; its running trials are
 # stopped and it ends Failed with what was scored (a Job's DeadlineExceeded)
 DEADLINE_EXCEEDED = "DeadlineExceeded"
+# Warning: the operator was drained (uninstalled) while the eval ran; its running trials
+# are stopped and it ends with what was scored
+STOPPED = "OperatorDrained"
+# The eval reached spec.budget (maxCostUSD or maxAttempts) with slots not final.
+BUDGET_EXHAUSTED = "BudgetExhausted"
+# Recorded attempts whose result JSON reported a spend passhat refused (a bad value).
+SPEND_INVALID = "TrialSpendInvalid"
 # Warning: a pod carries this eval's labels but the operator did not create it; it is
 # neither counted nor touched (docs/security.md)
 FOREIGN_POD = "ForeignTrialPod"
 # Warning: a pod the operator did not create holds a trial attempt's name; that attempt
 # is lost and the next one gets a new name; the pod is not touched
 TRIAL_NAME_TAKEN = "TrialPodNameTaken"
+# Warning: the CRD in place prunes status.graderCheck (it is older than the operator):
+# the stability check cannot keep its ledger, so it makes no grader pod and waits
+GRADER_CHECK_PRUNED = "GraderCheckPruned"
+# Warning: the eval's namespace is claimed by another release (or a forged claim): the
+# eval waits; the other namespaces are served (leader.py, docs/security.md)
+NAMESPACE_CLAIMED = "NamespaceClaimed"
 # Normal: every trial slot is final
 COMPLETED = "Completed"
 # Normal / Warning: the gate's metric met / missed its minimum
@@ -94,26 +125,83 @@ class Event:
     message: str
 
 
-def trial_retried(
-    *, task_id: str, trial: int, attempt: int, reason: str, delay_s: float, message: str = ""
+@dataclass(frozen=True)
+class RetryNote:
+    """One infra-error attempt a pass recorded: which trial, why, and (when retried) when
+    its next attempt may start."""
+
+    task_id: str
+    trial: int
+    attempt: int
+    reason: str
+    delay_s: float = 0.0
+    message: str = ""
+
+
+# A burst event names this many attempts; the rest are counted.
+MAX_NAMED = 5
+
+
+def started(
+    *, tasks: int, trials: int, parallelism: int, gate: Mapping[str, Any] | None = None
 ) -> Event:
-    """Attempt `attempt` of (task, trial) was an infra error; the next one starts later."""
-    detail = f": {message}" if message else ""
+    """The eval's first status write: what it will run."""
+    text = (
+        f"started {tasks} tasks x {trials} trials = {tasks * trials} trial slots, "
+        f"at most {parallelism} at a time"
+    )
+    if gate:
+        text += f"; gate {gate.get('metric')} at k={gate.get('k')} >= {gate.get('min')}"
+    return Event(NORMAL, STARTED, text)
+
+
+def _reasons(notes: Sequence[RetryNote]) -> str:
+    counts: dict[str, int] = {}
+    for note in notes:
+        counts[note.reason] = counts.get(note.reason, 0) + 1
+    ordered = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
+    return ", ".join(f"{reason} {count}" for reason, count in ordered)
+
+
+def _named(notes: Sequence[RetryNote]) -> str:
+    named = "; ".join(
+        f"task {n.task_id} trial {n.trial} attempt {n.attempt} ({n.reason}"
+        + (f": {n.message}" if n.message else "")
+        + ")"
+        for n in notes[:MAX_NAMED]
+    )
+    more = len(notes) - MAX_NAMED
+    return named + (f"; and {more} more" if more > 0 else "")
+
+
+def _attempts(count: int) -> str:
+    return f"{count} trial attempt" + ("" if count == 1 else "s")
+
+
+def trials_retried(notes: Sequence[RetryNote], *, retries_total: int) -> Event:
+    """A burst: the infra-error attempts one pass recorded, all retried (`notes` not
+    empty); `retries_total` is the eval's retries so far, this burst's included."""
+    delays = sorted({n.delay_s for n in notes})
+    when = f"{delays[0]:g}s" if len(delays) == 1 else f"{delays[0]:g}-{delays[-1]:g}s"
+    ended = "an infra error" if len(notes) == 1 else "infra errors"
+    total = f"{retries_total} retr{'y' if retries_total == 1 else 'ies'} so far"
     return Event(
         WARNING,
         TRIAL_RETRIED,
-        f"task {task_id} trial {trial} attempt {attempt} ended as infra_error/{reason}{detail}; "
-        f"retrying as attempt {attempt + 1} in {delay_s:g}s",
+        f"{_attempts(len(notes))} ended as {ended} ({_reasons(notes)}), retrying in "
+        f"{when}: {_named(notes)}; {total}",
     )
 
 
-def retries_exhausted(*, task_id: str, trial: int, attempts: int, reason: str) -> Event:
-    """A slot's last allowed attempt was an infra error too; it is left out of the score."""
+def retries_exhausted(notes: Sequence[RetryNote]) -> Event:
+    """A burst of slots whose last allowed attempt was an infra error too: they stay
+    infra_error and out of the score (`notes`: their last attempts, not empty)."""
+    slots = f"{len(notes)} trial slot" + ("" if len(notes) == 1 else "s")
     return Event(
         WARNING,
         RETRIES_EXHAUSTED,
-        f"task {task_id} trial {trial}: {attempts} attempts all ended as infra errors "
-        f"(last: {reason}); the trial stays infra_error and is not scored",
+        f"{slots} used up their retries ({_reasons(notes)}) and stay infra_error, not "
+        f"scored: {_named(notes)}",
     )
 
 
@@ -127,6 +215,38 @@ def deadline_exceeded(message: str) -> Event:
     return Event(
         WARNING,
         DEADLINE_EXCEEDED,
+        f"{message}; running trials were stopped and no more start (what was scored stays)",
+    )
+
+
+def budget_exhausted(message: str) -> Event:
+    """The eval reached spec.budget: what was scored stays, nothing more runs."""
+    return Event(
+        WARNING,
+        BUDGET_EXHAUSTED,
+        f"{message}; no more trials start, running ones were stopped, queued ones deleted "
+        "(what was scored stays; the gate fails)",
+    )
+
+
+def spend_invalid(problems: Sequence[str]) -> Event:
+    """Attempts (this pass's) whose result JSON reported a spend passhat refused."""
+    shown = "; ".join(problems[:5]) + (
+        f"; and {len(problems) - 5} more" if len(problems) > 5 else ""
+    )
+    return Event(
+        WARNING,
+        SPEND_INVALID,
+        f"{len(problems)} recorded attempts reported a spend passhat cannot sum (left out of "
+        f"status.usage, the attempts are recorded): {shown}",
+    )
+
+
+def stopped(message: str) -> Event:
+    """The operator was drained while the eval ran: what was scored stays."""
+    return Event(
+        WARNING,
+        STOPPED,
         f"{message}; running trials were stopped and no more start (what was scored stays)",
     )
 
@@ -169,6 +289,22 @@ def foreign_pod(*, pod: str) -> Event:
     )
 
 
+def grader_check_pruned() -> Event:
+    """The API server dropped status.graderCheck from the status the operator wrote."""
+    return Event(
+        WARNING,
+        GRADER_CHECK_PRUNED,
+        "status.graderCheck was pruned by the API server: the ConsistencyEval CRD in place is "
+        "older than this operator (apply crds/consistencyevals.passhat.dev.yaml of its "
+        "version); the grader stability check waits and makes no grader pod until then",
+    )
+
+
+def namespace_claimed(refusal: str) -> Event:
+    """Another holder has the namespace's claim: this release does not serve the eval."""
+    return Event(WARNING, NAMESPACE_CLAIMED, f"{refusal}; the eval waits until it may serve it")
+
+
 def trial_name_taken(*, pod: str, task_id: str, trial: int, attempt: int) -> Event:
     """A pod the operator did not make took attempt `attempt`'s name first."""
     return Event(
@@ -188,7 +324,7 @@ def completed(status: Mapping[str, Any]) -> Event:
     parts = [f"all {progress.get('done', '?')} trials final"]
     if by_k:
         parts.append(f"mean pass rate {_fmt(by_k[0].get('meanPassRate'))}")
-    parts += [f"pass^{row.get('k')}={_fmt(row.get('passHatK'))}" for row in by_k]
+    parts += [f"pass^{row.get('k')} {_fmt(row.get('passHatK'))}" for row in by_k]
     flaky = status.get("flaky")
     if isinstance(flaky, list):
         parts.append(f"{status.get('flakyCount', len(flaky))} flaky")
@@ -213,7 +349,8 @@ def _mapping(value: Any) -> Mapping[str, Any]:
 
 
 def _fmt(value: Any) -> str:
-    return f"{value:.4f}" if isinstance(value, int | float) else "?"
+    """A rate as kubectl get shows it (`37.5%`), `?` when missing."""
+    return f"{100 * value:.1f}%" if isinstance(value, int | float) else "?"
 
 
 class RetryLimiter:

@@ -24,10 +24,11 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import functools
+import itertools
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
@@ -35,13 +36,14 @@ import kopf
 
 from passhat import metrics
 from passhat.api.spec import GROUP, VERSION
+from passhat.api.suite import suite_of
 from passhat.operator import events
 from passhat.operator.archive import Archiver
 from passhat.operator.config import OperatorConfig
-from passhat.operator.kube import PLURAL, Kube, OperatorApi, load_client_config
-from passhat.operator.loop import EvalLoop, PassState, Recorded
+from passhat.operator.kube import PLURAL, ApiError, Kube, OperatorApi, load_client_config
+from passhat.operator.loop import EvalLoop, PassResult, PassState, Recorded
 from passhat.operator.ownership import PodSigner
-from passhat.operator.pods import FINALIZER, EvalRef, eval_owner
+from passhat.operator.pods import EVAL_FINALIZER, FINALIZER, EvalRef, eval_owner
 from passhat.operator.podwatch import PodWatcher
 from passhat.operator.status import is_terminal
 from passhat.records import RecordStore
@@ -50,9 +52,9 @@ __all__ = ["EVAL_FINALIZER", "OperatorRuntime", "configure", "runtime"]
 
 logger = logging.getLogger(__name__)
 
-# kopf's finalizer on evals (held while the daemon runs, that is until the eval is finished).
-EVAL_FINALIZER = "passhat.dev/operator"
 T = TypeVar("T")
+# How often the daemon of an eval in a namespace another release serves asks again.
+CLAIM_RETRY_S = 30.0
 
 
 class OperatorRuntime:
@@ -71,6 +73,11 @@ class OperatorRuntime:
         self.wakers: dict[str, tuple[asyncio.AbstractEventLoop, asyncio.Event]] = {}
         self._locks: dict[str, threading.Lock] = {}
         self._locks_guard = threading.Lock()
+        # With leader election: claim an eval's namespace for this release before serving
+        # it; a refusal (another release serves it) says why (leader.py). `refusal` is
+        # the claim's state as last renewed (no API call), asked before each pass.
+        self.claim: Callable[[str], str | None] | None = None
+        self.refusal: Callable[[str], str | None] | None = None
 
     @property
     def api(self) -> OperatorApi:
@@ -158,6 +165,15 @@ def configure(
     runtime.store = store
 
 
+class NeverGiveUp:
+    """kopf's API retry delays, never exhausted: 1, 1, 2, 3, 5, 8, 13, 21 s (kopf's own),
+    then every 30 s. Iterable afresh for each call (kopf iterates it once per request)."""
+
+    def __iter__(self) -> Iterator[float]:
+        yield from (1, 1, 2, 3, 5, 8, 13, 21)
+        yield from itertools.repeat(30.0)
+
+
 @kopf.on.startup()
 def _settings(settings: kopf.OperatorSettings, **_: Any) -> None:
     """kopf stores its state in passhat.dev annotations, never in status."""
@@ -173,10 +189,16 @@ def _settings(settings: kopf.OperatorSettings, **_: Any) -> None:
     # Handler successes are not worth an API write each; our own Events say what matters.
     settings.posting.level = logging.WARNING
     settings.execution.max_workers = 16
-    # NB: serving named namespaces, the operator has Roles there and nothing cluster-wide:
+    # NB: serving named namespaces, the operator has rights there and nothing cluster-wide:
     # kopf's scan of namespaces and CRDs would get 403 and be retried after every start
     # before the given namespaces are served (seen once: 9 retries, 54 s; docs/install.md).
     settings.scanning.disabled = bool(runtime.namespaces)
+    # NB: kopf gives an API call up after 8 retries, and a watch given up stops the whole
+    # operator ("Multidimensional multitasker has failed"): a namespace admin who deleted
+    # the operator's RoleBinding in their namespace (403) stopped it for every namespace,
+    # within a minute and after each restart (seen on the test cluster). Never given up,
+    # that namespace's watch waits for its rights; the other namespaces are served.
+    settings.networking.error_backoffs = NeverGiveUp()
 
 
 @kopf.on.startup()
@@ -199,7 +221,7 @@ def release_stranded_pods() -> None:
     scopes: list[str | None] = list(runtime.namespaces) or [None]
     signer = PodSigner(runtime.config.pod_key)
     for namespace in scopes:
-        for pod in runtime.api.list_held_pods(namespace):
+        for pod in _without_rights_skipped(runtime.api.list_held_pods, namespace) or []:
             meta = pod.get("metadata") or {}
             uid = signer.owner_uid(pod)
             # NB: only pods the operator made; a look-alike is not ours to let go
@@ -207,7 +229,31 @@ def release_stranded_pods() -> None:
                 held.setdefault((str(meta.get("namespace") or namespace), uid), []).append(meta)
     # NB: one eval lookup per eval, not per pod (a big eval may hold thousands)
     for (namespace, uid), metas in held.items():
-        _release_unserved(namespace, uid, metas)
+        _without_rights_skipped(
+            functools.partial(_release_unserved, uid=uid, metas=metas), namespace
+        )
+
+
+def _without_rights_skipped(call: Callable[[Any], T], namespace: str | None) -> T | None:
+    """`call(namespace)`; None (and a warning) when the operator has no rights there.
+
+    Why: the operator's rights in a served namespace are a RoleBinding that the
+    namespace's admin may delete. The sweep runs in a start-up activity, which kopf retries
+    every 60 s until it succeeds, serving nothing meanwhile: one namespace's 403 kept the
+    operator from every namespace after its next restart (seen on the test cluster). A
+    namespace without rights is skipped; other errors are raised (retried) as before."""
+    try:
+        return call(namespace)
+    except ApiError as err:
+        if err.status not in (403, 404):
+            raise
+        logger.warning(
+            "namespace %s: no rights there (the operator's RoleBinding was removed?), "
+            "skipped at start: %s",
+            namespace,
+            err,
+        )
+        return None
 
 
 def _ref(meta: Mapping[str, Any]) -> EvalRef:
@@ -258,11 +304,17 @@ def _unfinished(status: Mapping[str, Any], **_: Any) -> bool:
     when=_unfinished,
 )
 async def run_eval(
-    meta: kopf.Meta, stopped: kopf.DaemonStopped, logger: kopf.Logger, **_: Any
+    meta: kopf.Meta,
+    body: kopf.Body,
+    stopped: kopf.DaemonStopped,
+    logger: kopf.Logger,
+    **_: Any,
 ) -> None:
     """The eval's only writer: run passes until it is finished, deleted or stopped."""
     ref = _ref(meta)
     config = runtime.config
+    if not await _may_serve(body, stopped, logger):
+        return
     wake = asyncio.Event()
     runtime.wakers[ref.uid] = (asyncio.get_running_loop(), wake)
     runtime.watcher.ensure(ref.namespace)
@@ -277,29 +329,33 @@ async def run_eval(
     )
     lock = runtime.lock(ref.uid)
 
-    def one_pass() -> PassState:
+    def one_pass() -> PassResult:
         with lock:
             started = time.monotonic()
             try:
-                return loop.run_pass().state
+                return loop.run_pass()
             finally:
                 metrics.RECONCILE_DURATION_SECONDS.observe(time.monotonic() - started)
 
     try:
         while not stopped:
+            if _claim_lost(ref.namespace) and not await _may_serve(body, stopped, logger):
+                return
             wake.clear()
             started = time.monotonic()
             try:
-                state = await runtime.in_thread(one_pass)
+                result = await runtime.in_thread(one_pass)
             except Exception as err:  # NB: level-triggered: the next pass starts over
                 logger.warning(f"pass failed, retrying in {config.error_backoff_s}s: {err}")
                 await _sleep(wake, stopped, config.error_backoff_s, wake_early=False)
                 continue
-            if state is PassState.DONE:
+            if result.state is PassState.DONE:
                 logger.info("eval finished; its daemon stops")
                 return
-            if state is not PassState.CONFLICT:
-                await _sleep(wake, stopped, config.resync_interval_s, wake_early=True)
+            if result.state is not PassState.CONFLICT:
+                # NB: outcomes left unwritten (status_interval_s) are written in time
+                wait = min(config.resync_interval_s, result.again_in_s or float("inf"))
+                await _sleep(wake, stopped, wait, wake_early=True)
             # Coalesce a burst of pod events into one pass (and never spin on conflicts).
             rest = config.min_pass_interval_s - (time.monotonic() - started)
             if rest > 0 and not stopped:
@@ -307,6 +363,37 @@ async def run_eval(
     finally:
         if runtime.wakers.get(ref.uid, (None, None))[1] is wake:
             runtime.wakers.pop(ref.uid, None)
+
+
+def _claim_lost(namespace: str) -> bool:
+    """Whether another release (or a forger) now holds `namespace`'s claim: its evals'
+    passes stop until the claim is this release's again (the others go on)."""
+    refusal = runtime.refusal
+    return refusal is not None and refusal(namespace) is not None
+
+
+async def _may_serve(
+    body: Mapping[str, Any], stopped: kopf.DaemonStopped, logger: kopf.Logger
+) -> bool:
+    """Whether this release may serve the eval `body` in its namespace (the claim); while
+    another release serves it, say so once (an Event on the eval) and wait."""
+    namespace = str((body.get("metadata") or {}).get("namespace"))
+    claim = runtime.claim
+    if claim is None:
+        return True
+    said = False
+    while not stopped:
+        refusal = await runtime.in_thread(functools.partial(claim, namespace))
+        if refusal is None:
+            return True
+        if not said:
+            # NB: kopf posts no logger record as an Event (posting.loggers is off): the
+            # Event is posted explicitly (the log line alone was seen on the test cluster)
+            logger.warning(refusal)
+            events.post(body, events.namespace_claimed(refusal))
+            said = True
+        await _sleep(asyncio.Event(), stopped, CLAIM_RETRY_S, wake_early=False)
+    return False
 
 
 async def _sleep(
@@ -345,9 +432,22 @@ def _finished_or_gone(status: Mapping[str, Any], **kwargs: Any) -> bool:
 
 
 @kopf.on.event(GROUP, VERSION, PLURAL, when=_finished_or_gone)
-def on_eval_event(event: kopf.RawEvent, meta: kopf.Meta, status: kopf.Status, **_: Any) -> None:
+def on_eval_event(
+    event: kopf.RawEvent, meta: kopf.Meta, status: kopf.Status, body: kopf.Body, **_: Any
+) -> None:
     """Every watch event of an eval (kopf's initial listing too): see `eval_event`."""
-    eval_event(event.get("type"), _ref(meta), status)
+    eval_event(event.get("type"), _ref(meta), with_suite(status, suite_of(body)))
+
+
+def with_suite(status: Mapping[str, Any], suite: str | None) -> dict[str, Any]:
+    """The status with `suite` as the eval's spec and labels name it now: no pass rewrites
+    a finished eval's status.suite, and a run labelled into a suite afterwards
+    (`kubectl label ceval OLD passhat.dev/suite=nightly`) belongs to it in the metrics
+    as in `passhat history`."""
+    observed = {key: value for key, value in status.items() if key != "suite"}
+    if suite is not None:
+        observed["suite"] = suite
+    return observed
 
 
 def eval_event(kind: str | None, ref: EvalRef, status: Mapping[str, Any]) -> None:

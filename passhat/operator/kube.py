@@ -4,8 +4,9 @@ The loop needs a handful of calls (get an eval, list its unrecorded pods, create
 write status with a resourceVersion precondition, release a finalizer and mark a pod
 recorded, delete a pod, read a pod or a ConfigMap)
 and it needs them fast: the benchmark compares the operator with the Job controller, so
-nothing here deserializes into client models, every call reads straight from the API
-server (never a possibly-stale cache: the exactly-once argument depends on it), and the
+nothing here deserializes into client models, every call but `list_pods` reads straight
+from the API server, `list_pods` reads the pod cache the pod watch feeds (`podcache.py`;
+the loop treats it as possibly stale: docs/operator.md, *Why it is exact*), and the
 writes of one pass go out in parallel on thread pools shared fairly by the evals
 (`fairpool.FairPool`: round robin over evals, each capped at three quarters of the
 threads), so one eval's backlog never holds up another's writes.
@@ -46,7 +47,14 @@ from passhat.api.spec import GROUP, VERSION
 from passhat.operator.config import OperatorConfig
 from passhat.operator.fairpool import FairPool
 from passhat.operator.ownership import ANNOTATION_CREATED_BY, PodSigner
-from passhat.operator.pods import FINALIZER, LABEL_EVAL_UID, LABEL_RECORDED
+from passhat.operator.podcache import PodCache
+from passhat.operator.pods import (
+    ANNOTATION_TRANSCRIPT,
+    FINALIZER,
+    LABEL_EVAL_UID,
+    LABEL_GRADING,
+    LABEL_RECORDED,
+)
 
 __all__ = [
     "ApiError",
@@ -80,6 +88,7 @@ _RELEASED_HORIZON_S = 600.0
 _METADATA_ONLY = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
 # JSON-patch path of the recorded label ("/" in a key is "~1", RFC 6901).
 _RECORDED_PATH = "/metadata/labels/" + LABEL_RECORDED.replace("~", "~0").replace("/", "~1")
+_TRANSCRIPT_PATH = "/metadata/annotations/" + ANNOTATION_TRANSCRIPT.replace("/", "~1")
 
 # The metadata fields of a listed pod that anything downstream of `list_pods` reads: the
 # loop (`pod_key`: labels; the deleted-pod grace: deletionTimestamp), the classifier
@@ -103,13 +112,13 @@ _POD_METADATA = (
 API_CALLS: dict[str, tuple[str, str, str]] = {
     "Kube.get_eval": ("passhat.dev", "consistencyevals", "get"),
     "Kube.patch_eval_status": ("passhat.dev", "consistencyevals/status", "patch"),
-    "Kube.list_pods, Kube.list_held_pods": ("", "pods", "list"),
+    "Kube.list_pods, Kube.list_held_pods, Kube.watch_pods (its LIST)": ("", "pods", "list"),
     "Kube.watch_pods": ("", "pods", "watch"),
     "Kube.get_pod, Kube._patch_out_finalizer (re-read)": ("", "pods", "get"),
     "Kube._create_pod": ("", "pods", "create"),
     "Kube._patch_out_finalizer": ("", "pods", "patch"),
     "Kube._release_pod": ("", "pods", "delete"),
-    "Kube.read_pod_log (the archiver)": ("", "pods/log", "get"),
+    "Kube.read_pod_log (the archiver, the grader check)": ("", "pods/log", "get"),
     "Kube.get_config_map (spec.tasksFrom), records_api (an eval's tasks)": (
         "",
         "configmaps",
@@ -119,6 +128,18 @@ API_CALLS: dict[str, tuple[str, str, str]] = {
     "kopf: the eval watch": ("passhat.dev", "consistencyevals", "watch"),
     "kopf: its finalizer and annotations on evals": ("passhat.dev", "consistencyevals", "patch"),
     "events.post (kopf.event)": ("", "events", "create"),
+    "Kube.list_evals (drain)": ("passhat.dev", "consistencyevals", "list"),
+    "Kube.remove_eval_finalizer (drain)": ("passhat.dev", "consistencyevals", "patch"),
+    "Kube.get_lease (leader election, namespace claims)": ("coordination.k8s.io", "leases", "get"),
+    "Kube.create_lease": ("coordination.k8s.io", "leases", "create"),
+    "Kube.update_lease": ("coordination.k8s.io", "leases", "update"),
+}
+# Namespaced mode only: the operator's RoleBinding in each served namespace carries a
+# finalizer, so a namespace being deleted keeps it until the operator has let go of its
+# evals and pods there (rights.py); it reads it and removes that finalizer (by name).
+API_CALLS_NAMESPACED: dict[str, tuple[str, str, str]] = {
+    "Kube.get_rbac": ("rbac.authorization.k8s.io", "rolebindings", "get"),
+    "Kube.remove_rbac_finalizer": ("rbac.authorization.k8s.io", "rolebindings", "patch"),
 }
 # Cluster-wide only: kopf lists and watches CRDs to find the resource it serves (its
 # scan is off in namespaced mode, see handlers._settings).
@@ -213,9 +234,16 @@ class EvalApi(Protocol):
         """How many of the eval's keeps and releases (and their archives) are in flight."""
         ...
 
-    def read_pod_log(self, namespace: str, name: str, container: str, limit_bytes: int) -> bytes:
-        """Up to `limit_bytes` of a container's log; b"" when there is none (see
-        `passhat.operator.archive.LogReader`)."""
+    def read_pod_log(
+        self,
+        namespace: str,
+        name: str,
+        container: str,
+        limit_bytes: int,
+        tail_lines: int | None = None,
+    ) -> bytes:
+        """Up to `limit_bytes` of a container's log (of its last `tail_lines` lines when
+        given); b"" when there is none (see `passhat.operator.archive.LogReader`)."""
         ...
 
 
@@ -260,8 +288,9 @@ def slim_pod(pod: Mapping[str, Any]) -> dict[str, Any]:
     volumes, tolerations) and metadata (annotations but the creation mark) that nothing reads;
     at 10,000 tracked pods that is the operator's peak RSS. What is kept is exactly what
     the readers of `EvalApi.list_pods` use: the metadata in `_POD_METADATA`, each
-    container's name, `terminationGracePeriodSeconds` and `nodeName` from spec (the
-    classifier's trial container and deletion window; the archived record's node), and
+    container's name, `terminationGracePeriodSeconds`, `nodeName` and `schedulingGates`
+    from spec (the classifier's trial container and deletion window; the archived record's
+    node; whether the pod waits for a queue's admission, `queueing.py`), and
     the whole status (classification, trial
     duration). `tests/unit/test_operator_kube.py` checks that every captured pod
     classifies the same slimmed as whole; a new reader of another field must add it here.
@@ -275,7 +304,7 @@ def slim_pod(pod: Mapping[str, Any]) -> dict[str, Any]:
             for container in (containers if isinstance(containers, list) else [])
         ]
     }
-    for key in ("terminationGracePeriodSeconds", "nodeName"):
+    for key in ("terminationGracePeriodSeconds", "nodeName", "schedulingGates"):
         if key in spec:
             slim_spec[key] = spec[key]
     slim_meta = {key: meta[key] for key in _POD_METADATA if key in meta}
@@ -338,6 +367,9 @@ class Kube:
         self._local = threading.local()
         # Called with an eval's uid when one of its keeps or releases is done (wakes it).
         self.on_released: Callable[[str], object] | None = None
+        # The unrecorded trial pods, fed by `watch_pods` (podcache.py); `list_pods` reads
+        # it once a namespace is synced, unless `pod_cache` is off.
+        self.pods = PodCache()
 
     def close(self) -> None:
         """Stop the write pools and close connections."""
@@ -442,6 +474,12 @@ class Kube:
         return None if status == 404 else dict(data)
 
     def list_pods(self, namespace: str, eval_uid: str) -> list[dict[str, Any]]:
+        cached = self.pods.pods(namespace, eval_uid) if self._config.pod_cache else None
+        if cached is not None:
+            # NB: a pod whose release ended is hidden by the cache itself (`forget`)
+            with self._releasing_lock:
+                busy = {name for ns, name in self._releasing if ns == namespace}
+            return [pod for pod in cached if pod["metadata"].get("name") not in busy]
         # NB: a keep or release that ends while the LIST is in flight may or may not be in
         # its snapshot: such a pod is left out too, or the pass would archive and release
         # it again (seen for ~20 % of the pods of a 1,000-trial eval archiving 100 KiB
@@ -491,6 +529,7 @@ class Kube:
             if status == 410:  # the snapshot expired mid-list: start over
                 pods, token, limit = [], "", LIST_FIRST_PAGE
                 continue
+            self._local.list_rv = str((data.get("metadata") or {}).get("resourceVersion") or "")
             items = len(data.get("items") or [])
             per_pod = max(per_pod, self._local.body_bytes // items if items else 0)
             fit = LIST_PAGE_BYTES // per_pod if per_pod else LIST_PAGE_SIZE
@@ -528,6 +567,81 @@ class Kube:
             accept=_METADATA_ONLY,
         )
         return None if status == 404 else dict(data.get("metadata") or {})
+
+    def list_evals(self, namespace: str | None) -> list[dict[str, Any]]:
+        """Every eval in `namespace` (None: all namespaces), whole (`passhat operator drain`)."""
+        where = f"/namespaces/{namespace}" if namespace else ""
+        _, data = self._request("list", "GET", f"/apis/{GROUP}/{VERSION}{where}/{PLURAL}")
+        return [dict(item) for item in data.get("items") or []]
+
+    def remove_eval_finalizer(
+        self, namespace: str, body: Mapping[str, Any], finalizer: str
+    ) -> bool:
+        """Remove `finalizer` from the eval `body` (a JSON patch whose `test` ops check the
+        eval's uid and the finalizer's index); False when it is not there (any more)."""
+        name = str((body.get("metadata") or {}).get("name"))
+        return self._remove_finalizer(self._eval_path(namespace, name), body, finalizer)
+
+    def get_rbac(self, namespace: str, resource: str, name: str) -> dict[str, Any] | None:
+        """The operator's own RoleBinding (`resource`: rolebindings) in a served namespace;
+        None when it does not exist."""
+        status, data = self._request(
+            "get", "GET", self._rbac_path(namespace, resource, name), ok_statuses=(404,)
+        )
+        return None if status == 404 else dict(data)
+
+    def remove_rbac_finalizer(
+        self, namespace: str, resource: str, body: Mapping[str, Any], finalizer: str
+    ) -> bool:
+        """Remove `finalizer` from the operator's own RoleBinding `body` (guarded like
+        `remove_eval_finalizer`)."""
+        name = str((body.get("metadata") or {}).get("name"))
+        return self._remove_finalizer(self._rbac_path(namespace, resource, name), body, finalizer)
+
+    @staticmethod
+    def _rbac_path(namespace: str, resource: str, name: str) -> str:
+        return f"/apis/rbac.authorization.k8s.io/v1/namespaces/{namespace}/{resource}/{name}"
+
+    def _remove_finalizer(self, path: str, body: Mapping[str, Any], finalizer: str) -> bool:
+        meta = body.get("metadata") or {}
+        finalizers = list(meta.get("finalizers") or [])
+        if finalizer not in finalizers:
+            return False
+        index = finalizers.index(finalizer)
+        patch = [
+            {"op": "test", "path": "/metadata/uid", "value": meta.get("uid")},
+            {"op": "test", "path": f"/metadata/finalizers/{index}", "value": finalizer},
+            {"op": "remove", "path": f"/metadata/finalizers/{index}"},
+        ]
+        status, _ = self._request(
+            "patch",
+            "PATCH",
+            path,
+            body=patch,
+            content_type="application/json-patch+json",
+            ok_statuses=(404, 422),
+        )
+        return status not in (404, 422)
+
+    # -- leases (leader.LeaseApi) ---------------------------------------------------------
+
+    def _lease_path(self, namespace: str, name: str = "") -> str:
+        path = f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases"
+        return f"{path}/{name}" if name else path
+
+    def get_lease(self, namespace: str, name: str) -> dict[str, Any] | None:
+        status, data = self._request(
+            "get", "GET", self._lease_path(namespace, name), ok_statuses=(404,)
+        )
+        return None if status == 404 else dict(data)
+
+    def create_lease(self, namespace: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        _, data = self._request("create", "POST", self._lease_path(namespace), body=dict(body))
+        return dict(data)
+
+    def update_lease(self, namespace: str, name: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        _, data = self._request("update", "PUT", self._lease_path(namespace, name), body=dict(body))
+        return dict(data)
 
     def patch_eval_status(
         self, namespace: str, name: str, resource_version: str, status: Mapping[str, Any]
@@ -586,7 +700,14 @@ class Kube:
                 1 for (ns, _), uid in self._releasing.items() if ns == namespace and uid == eval_uid
             )
 
-    def read_pod_log(self, namespace: str, name: str, container: str, limit_bytes: int) -> bytes:
+    def read_pod_log(
+        self,
+        namespace: str,
+        name: str,
+        container: str,
+        limit_bytes: int,
+        tail_lines: int | None = None,
+    ) -> bytes:
         from passhat.operator.archive import LogUnavailable
 
         try:
@@ -594,7 +715,11 @@ class Kube:
                 "log",
                 "GET",
                 f"/api/v1/namespaces/{namespace}/pods/{name}/log",
-                query={"container": container, "limitBytes": str(max(1, limit_bytes))},
+                query={
+                    "container": container,
+                    "limitBytes": str(max(1, limit_bytes)),
+                    **({"tailLines": str(tail_lines)} if tail_lines is not None else {}),
+                },
                 ok_statuses=(400, 404),
                 raw=True,
             )
@@ -608,32 +733,60 @@ class Kube:
         self, namespace: str, on_event: Callable[[str, Mapping[str, Any]], None]
     ) -> None:
         """Stream the namespace's unrecorded trial pod events to `on_event(type, pod)` until
-        the server ends the watch (a few minutes) or the connection fails (raises)."""
+        the server ends the watch (a few minutes) or the connection fails (raises).
+
+        As an informer does, it first LISTs those pods into `self.pods` and watches from
+        that LIST's resourceVersion, applying each event to the cache before `on_event`
+        (a pass woken by an event sees it); a failed watch unsyncs the namespace's cache
+        (passes LIST straight from the API server until the next call has listed again).
+        """
         from kubernetes.watch.watch import iter_resp_lines
 
-        query = urllib.parse.urlencode(
-            {
-                "labelSelector": f"{LABEL_EVAL_UID},{_UNRECORDED}",
-                "watch": "true",
-                "timeoutSeconds": "240",
-            }
-        )
-        method, url, headers, _, _ = self._client.param_serialize(
-            method="GET",
-            resource_path=f"/api/v1/namespaces/{namespace}/pods?{query}",
-            header_params={"Accept": "application/json"},
-            auth_settings=["BearerToken"],
-        )
-        response = self._client.call_api(method, url, header_params=headers, _request_timeout=300)
+        selector = f"{LABEL_EVAL_UID},{_UNRECORDED}"
+        path = f"/api/v1/namespaces/{namespace}/pods"
+        query = {"labelSelector": selector, "watch": "true", "timeoutSeconds": "240"}
         try:
-            if response.status != 200:
-                raise ApiError("watch", int(response.status), "watch refused")
-            for line in iter_resp_lines(response.response):  # type: ignore[no-untyped-call]
-                if line:
-                    event = json.loads(line)
-                    on_event(str(event.get("type")), event.get("object") or {})
-        finally:
-            response.response.release_conn()
+            if self._config.pod_cache:
+                self._local.list_rv = ""
+                self.pods.replace(namespace, self._list_slim(path, selector))
+                if self._local.list_rv:
+                    query["resourceVersion"] = self._local.list_rv
+            method, url, headers, _, _ = self._client.param_serialize(
+                method="GET",
+                resource_path=f"{path}?{urllib.parse.urlencode(query)}",
+                header_params={"Accept": "application/json"},
+                auth_settings=["BearerToken"],
+            )
+            response = self._client.call_api(
+                method, url, header_params=headers, _request_timeout=300
+            )
+            try:
+                if response.status != 200:
+                    raise ApiError("watch", int(response.status), "watch refused")
+                for line in iter_resp_lines(response.response):  # type: ignore[no-untyped-call]
+                    if line:
+                        self._pod_event(namespace, json.loads(line), on_event)
+            finally:
+                response.response.release_conn()
+        except BaseException:
+            self.pods.unsync(namespace)
+            raise
+
+    def _pod_event(
+        self,
+        namespace: str,
+        event: Mapping[str, Any],
+        on_event: Callable[[str, Mapping[str, Any]], None],
+    ) -> None:
+        """Apply one watch event to the cache, then hand it on; an ERROR event (410: the
+        resourceVersion is too old) ends the watch, so that the next one LISTs again."""
+        kind, obj = str(event.get("type")), event.get("object") or {}
+        if kind == "ERROR":
+            code = obj.get("code") if isinstance(obj, Mapping) else None
+            raise ApiError("watch", int(code or 0), str(obj.get("message") or obj))
+        if kind in ("ADDED", "MODIFIED", "DELETED") and self._config.pod_cache:
+            self.pods.apply(namespace, kind, slim_pod(obj))
+        on_event(kind, obj)
 
     # -- helpers ----------------------------------------------------------------------------
 
@@ -676,6 +829,7 @@ class Kube:
                 if before is not None:
                     before(pod)
                 release(namespace, pod)
+                self.pods.forget(namespace, str(meta.get("uid")))
             except Exception as err:  # NB: the pod is listed again and released again
                 logger.warning("could not release pod %s/%s: %s", *key, err)
             finally:
@@ -727,9 +881,16 @@ class Kube:
         return str((pod.get("metadata") or {}).get("name")) if status == 409 else None
 
     def _keep_pod(self, namespace: str, pod: Mapping[str, Any]) -> None:
-        """Remove our finalizer and add the recorded label in one patch; the pod stays."""
-        label = {"op": "add", "path": _RECORDED_PATH, "value": "true"}
-        self._patch_out_finalizer(namespace, pod, extra=[label])
+        """Remove our finalizer and add the recorded label in one patch; the pod stays.
+        A grader pod's transcript annotation is emptied in the same patch: its verdict is
+        in status, and kept it held up to 192 KiB of etcd per grader pod, readable with
+        `get pods`, until the eval was deleted (docs/security.md)."""
+        extra = [{"op": "add", "path": _RECORDED_PATH, "value": "true"}]
+        labels = (pod.get("metadata") or {}).get("labels") or {}
+        if isinstance(labels, Mapping) and LABEL_GRADING in labels:
+            # NB: "add" replaces the member, or adds it if missing: never a 422
+            extra.append({"op": "add", "path": _TRANSCRIPT_PATH, "value": ""})
+        self._patch_out_finalizer(namespace, pod, extra=extra)
 
     def _release_pod(self, namespace: str, pod: Mapping[str, Any]) -> None:
         """Remove exactly our finalizer (`test` ops guard the uid and the index), then

@@ -10,8 +10,8 @@ trial rows exactly.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from passhat.api.errors import InputError, SpecError, UsageError
@@ -27,6 +27,7 @@ __all__ = [
     "LiveEval",
     "client_config",
     "current_namespace",
+    "read_config_maps",
     "read_live_eval",
     "tallies_of",
 ]
@@ -48,6 +49,10 @@ class LiveEval:
     task_ids: list[str]
     tallies: list[TaskTally]
     status: Mapping[str, Any]
+    # metadata.generation: the status's conditions count only when computed for it
+    generation: int | None = None
+    # task id -> its trial slots' marks in trial order (passhat.trials.strips)
+    strips: Mapping[str, str] = field(default_factory=dict)
 
 
 def current_namespace(kubeconfig: str | None = None) -> str:
@@ -132,6 +137,22 @@ def tallies_of(
     return spec, task_ids, ledger.tallies(task_ids)
 
 
+def read_config_maps(
+    kube: Kube, namespace: str, objs: Sequence[Mapping[str, Any]]
+) -> dict[str, dict[str, str]]:
+    """The data of every ConfigMap the evals' `tasksFrom` name, each read once (ApiError
+    when the API server fails; a missing one is left out, for `tallies_of` to name)."""
+    config_maps: dict[str, dict[str, str]] = {}
+    for obj in objs:
+        for ref in (obj.get("spec") or {}).get("tasksFrom") or []:
+            cm_name = ref.get("configMap") if isinstance(ref, Mapping) else None
+            if isinstance(cm_name, str) and cm_name not in config_maps:
+                cm = kube.get_config_map(namespace, cm_name)
+                if cm is not None:
+                    config_maps[cm_name] = dict(cm.get("data") or {})
+    return config_maps
+
+
 def read_live_eval(name: str, namespace: str, *, kubeconfig: str | None = None) -> LiveEval:
     """GET the eval (and its tasks' ConfigMaps) and rebuild its per-task tallies."""
     kube = _client(kubeconfig)
@@ -139,17 +160,24 @@ def read_live_eval(name: str, namespace: str, *, kubeconfig: str | None = None) 
         obj = kube.get_eval(namespace, name)
         if obj is None:
             raise EvalNotFound(f'consistencyeval "{name}" not found in namespace "{namespace}"')
-        refs = (obj.get("spec") or {}).get("tasksFrom") or []
-        config_maps: dict[str, dict[str, str]] = {}
-        for ref in refs:
-            cm_name = ref.get("configMap") if isinstance(ref, Mapping) else None
-            if isinstance(cm_name, str) and cm_name not in config_maps:
-                cm = kube.get_config_map(namespace, cm_name)
-                if cm is not None:
-                    config_maps[cm_name] = dict(cm.get("data") or {})
+        config_maps = read_config_maps(kube, namespace, [obj])
     except ApiError as err:
         raise UsageError(f"cannot read consistencyeval {namespace}/{name}: {err}") from None
     finally:
         kube.close()
     spec, task_ids, tallies = tallies_of(obj, config_maps)
-    return LiveEval(namespace, name, spec, task_ids, tallies, obj.get("status") or {})
+    generation = (obj.get("metadata") or {}).get("generation")
+    status = obj.get("status") or {}
+    # NB: tallies_of checked the ledger unpacks and fits the tasks
+    packed = status.get("ledger")
+    strips = SlotLedger.unpack(str(packed)).strips(task_ids) if packed else {}
+    return LiveEval(
+        namespace,
+        name,
+        spec,
+        task_ids,
+        tallies,
+        status,
+        generation=generation if isinstance(generation, int) else None,
+        strips=strips,
+    )

@@ -1,10 +1,13 @@
 """One reconcile pass of one eval: the level-triggered loop that makes accounting exact.
 
-A pass reads everything it decides on from the API server, never from memory:
+A pass reads the ledger from the API server, never from memory, and its pods from a
+watch-fed cache (`podcache.py`) that may lag, which only ever delays a decision:
 
 1. GET the eval (spec, `status.ledger`, resourceVersion).
-2. LIST its unrecorded pods: eval-uid label, no `recorded` label (a consistent read, not
-   a cache).
+2. Read its unrecorded pods: eval-uid label, no `recorded` label (the pod cache; a LIST
+   until the cache has synced). A pod this loop created counts as live until listed
+   (expectations), and a GET, never the list, decides about a name a create found
+   taken or an expected pod still not listed (`_taken_holders`).
 3. For each pod: an attempt the ledger already holds is only released (the operator died
    between recording and releasing it); the slot's current attempt is classified and,
    once terminal, recorded in the ledger (final unless a retryable infra error).
@@ -35,16 +38,17 @@ refuses an attempt it already holds, a pod cannot vanish before its outcome is i
 (our finalizer), a pod is labelled recorded only after its outcome is in status (so one
 recorded but not yet released is still listed, and only released), and a slot whose
 current attempt has no pod was simply never created -- so it is created now, under the
-same name. An outcome is never inferred from a missing pod. The only in-memory state is
-retry backoff, the create pacing and the image-error ConfigError counts; losing them on a
-restart means retrying sooner, never counting differently.
+same name. An outcome is never inferred from a missing pod. Retry backoff and the create
+backoff are written into status (`timing.py`), so a restart or a new leader waits them out;
+the rest of the loop's memory (slow start, image-error ConfigError counts) is lost on a
+restart, which means retrying sooner, never counting differently.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
@@ -53,20 +57,32 @@ from passhat.api import conditions as cond
 from passhat.api.errors import SpecError
 from passhat.api.load import config_map_names, parse_spec, resolve_tasks
 from passhat.api.spec import EvalSpec, Task
+from passhat.api.suite import suite_of
 from passhat.operator import events
 from passhat.operator.archive import Archiver, RecordedAttempt, manifest_of
 from passhat.operator.config import OperatorConfig
-from passhat.operator.deadline import deadline_exceeded_status, deadline_message
+from passhat.operator.deadline import deadline_exceeded_status, deadline_message, ended_status
+from passhat.operator.gradercheck import (
+    CheckStep,
+    StabilityChecker,
+    is_grader_pod,
+    pod_log_transcripts,
+    store_transcripts,
+)
 from passhat.operator.kube import ApiError, Conflict, EvalApi
 from passhat.operator.ownership import PodSigner
 from passhat.operator.pacing import CreatePacer, create_paced
 from passhat.operator.pods import (
+    LABEL_EVAL_UID,
+    LABEL_RECORDED,
     EvalRef,
     PodKey,
     build_pod,
     pod_key,
     pod_name,
 )
+from passhat.operator.queueing import ahead_capacity, queue_of, waiting_for_admission
+from passhat.operator.spend import budget_exhausted_status, usage_after
 from passhat.operator.status import (
     StatusInputs,
     build_status,
@@ -76,14 +92,18 @@ from passhat.operator.status import (
     is_terminal,
 )
 from passhat.operator.taskpin import PinCheck, pin_problems, pins_of
+from passhat.operator.timing import restore, timing_status
+from passhat.trials.budget import check_budget
 from passhat.trials.classify_pod import (
     classify_pod,
     parse_timestamp,
+    pod_result,
     verdict_for_vanished_pod,
 )
 from passhat.trials.ledger import LedgerError, SlotLedger, SlotState
 from passhat.trials.outcomes import CONFIG_ERROR, IMAGE_ERROR, LOST, Outcome, Verdict
 from passhat.trials.retry import RetryPlan
+from passhat.trials.usage import Resources, Spend, resources_of, spend_of
 
 __all__ = ["EvalLoop", "PassResult", "PassState", "Recorded"]
 
@@ -91,6 +111,10 @@ logger = logging.getLogger(__name__)
 
 # ForeignTrialPod events per eval and operator process, at most.
 _MAX_FOREIGN_REPORTED = 10
+
+# spec.podRetention: which finished, recorded trial pods stay (docs/spec.md).
+RETAIN_ALL, RETAIN_FAILED, RETAIN_NONE = "all", "failed", "none"
+_RETENTIONS = (RETAIN_ALL, RETAIN_FAILED, RETAIN_NONE)
 
 
 class PassState(Enum):
@@ -116,6 +140,11 @@ class Recorded:
     final: bool
     duration_s: float | None
     retry_delay_s: float
+    # What the attempt reported it spent and used (its result JSON), and why a reported
+    # spend was refused (passhat.trials.usage).
+    spend: Spend | None = None
+    resources: Resources | None = None
+    spend_problem: str | None = None
 
 
 @dataclass
@@ -127,6 +156,9 @@ class PassResult:
     created: int = 0
     released: int = 0
     status: dict[str, Any] | None = None
+    # Set when the pass left outcomes unwritten (`status_interval_s`): run the next pass
+    # within this many seconds, also without a wake-up.
+    again_in_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -181,13 +213,36 @@ def _recorded_in(ledger: SlotLedger | None, pod: Mapping[str, Any]) -> bool:
 
 
 def _dispose(
-    pods: list[Mapping[str, Any]], ledger: SlotLedger | None
+    pods: list[Mapping[str, Any]], ledger: SlotLedger | None, retention: str = RETAIN_ALL
 ) -> tuple[list[Mapping[str, Any]], list[Mapping[str, Any]]]:
-    """(keep, release): finished pods whose attempt `ledger` holds are kept (released and
-    labelled recorded); every other pod is released and deleted."""
-    keep = [pod for pod in pods if _ended(pod) and _recorded_in(ledger, pod)]
+    """(keep, release): finished pods whose attempt `ledger` holds and that
+    `spec.podRetention` (`retention`) keeps are kept (released and labelled recorded);
+    every other pod is released and deleted."""
+    keep = [
+        pod
+        for pod in pods
+        if _ended(pod) and _recorded_in(ledger, pod) and _retained(ledger, pod, retention)
+    ]
     kept = {id(pod) for pod in keep}
     return keep, [pod for pod in pods if id(pod) not in kept]
+
+
+def _retained(ledger: SlotLedger | None, pod: Mapping[str, Any], retention: str) -> bool:
+    """Whether `spec.podRetention` keeps this finished pod, whose attempt `ledger` holds:
+    `all` keeps every one, `none` none, `failed` all but the pod of a slot's final attempt
+    that passed (retried infra errors, fails and infra errors stay, for `kubectl logs`)."""
+    if retention == RETAIN_ALL:
+        return True
+    key = pod_key(pod)
+    if retention == RETAIN_NONE or ledger is None or key is None:
+        return retention != RETAIN_NONE
+    slot = (key.task, key.trial)
+    passed = (
+        ledger.is_final(*slot)
+        and key.attempt == ledger.attempts(*slot) - 1
+        and ledger.state(*slot) == SlotState.PASS
+    )
+    return not passed
 
 
 def _ledger_of(status: Mapping[str, Any]) -> SlotLedger | None:
@@ -225,8 +280,11 @@ class EvalLoop:
         on_recorded: Callable[[EvalRef, Recorded], None] | None = None,
         on_status: Callable[[EvalRef, Mapping[str, Any]], None] | None = None,
         archiver: Archiver | None = None,
+        stop_message: str | None = None,
     ) -> None:
         self.api = api
+        # Set: the pass stops the eval (`passhat operator drain`), as its deadline would.
+        self._stop_message = stop_message
         self.ref = ref
         self.config = config or OperatorConfig()
         self._clock = clock
@@ -236,14 +294,21 @@ class EvalLoop:
         self._archiver = archiver
         self._signer = PodSigner(self.config.pod_key)
         self._resolved: tuple[int, _Resolved] | None = None
-        # In memory only (a restart forgets them; see the module docstring):
+        # Retry backoff per slot: kept in status.timing too, read back at the first pass.
         self._not_before: dict[tuple[int, int], float] = {}
+        self._timing_restored = False
+        # In memory only (a restart forgets them; see the module docstring):
         self._ended: set[tuple[int, int, int]] = set()
         self._start_failures: set[tuple[int, int, int]] = set()
         self._start_failure_message = ""
         self._pod_refused: str | None = None
         # Creates that found their pod's name taken by a pod no pass counts (see _taken_slots).
         self._taken: dict[PodKey, str] = {}
+        # When this loop last wrote status (`_defer_write`).
+        self._written_at = float("-inf")
+        # Pods this loop created that no LIST has shown yet (when): live, never created
+        # again while the pod list (a watch-fed cache) lags (`_expected_slots`).
+        self._expected: dict[PodKey, float] = {}
         # Slow start and backoff of this eval's creates (quota, throttling).
         self._pacer = CreatePacer(config=self.config, clock=clock)
         self._reported: set[str] = set()
@@ -252,6 +317,20 @@ class EvalLoop:
         self._unschedulable_reported_at: float | None = None
         # Look-alike pods reported (a ForeignTrialPod event each, up to a cap).
         self._foreign: set[str] = set()
+        # spec.grading.stabilityCheck, run once the trials are final (gradercheck.py).
+        self._checker = StabilityChecker(
+            ref,
+            store_transcripts(archiver.store, ref)
+            if archiver is not None
+            else pod_log_transcripts(
+                api,
+                ref,
+                limit=self.config.archive_log_limit_bytes,
+                owns=lambda pod: self._signer.owns(pod, ref.uid),
+            ),
+            api,
+            owns=lambda pod: self._signer.owns(pod, ref.uid),
+        )
 
     # -- spec and tasks -------------------------------------------------------------------
 
@@ -316,7 +395,9 @@ class EvalLoop:
         if is_terminal(previous):
             # Finished before (maybe by an earlier process): only clean up leftovers.
             ledger_before = _ledger_of(previous)
-            keep, release = _dispose(list(pods), ledger_before)
+            keep, release = _dispose(
+                self._fresh(pods, ledger_before), ledger_before, self._retention(body)
+            )
             if pods:
                 before = self._archive_hook(body, ledger_before, [], now)
                 api.settle(ref.namespace, keep=keep, release=release, create=[], before=before)
@@ -338,13 +419,25 @@ class EvalLoop:
 
         spec, tasks = resolved.spec, resolved.tasks
         plan = RetryPlan.from_policy(spec.retry)
+        if not self._timing_restored:
+            # NB: a new leader (or a restarted operator) waits out the backoffs in status
+            self._timing_restored = True
+            self._not_before.update(restore(previous, self._pacer, now=now))
         # Pods to let go once status is written: recorded (now or before) or unexplainable.
         done: list[Mapping[str, Any]] = []
         live: set[tuple[int, int]] = set()
+        # Live slots whose pod waits for admission (a scheduling gate: queueing.py).
+        waiting: set[tuple[int, int]] = set()
         recorded: list[Recorded] = []
+        # The pods of `recorded` (held until a status write holds their outcome).
+        folded: list[Mapping[str, Any]] = []
         # Pods whose attempt an earlier pass recorded and that are still held: their
         # archive or release failed (the store is down?) or the operator restarted.
         held = 0
+        # NB: grader pods (the stability check's) are the checker's, never trial attempts
+        grader_pods = [pod for pod in pods if is_grader_pod(pod)]
+        pods = [pod for pod in pods if not is_grader_pod(pod)]
+        pods, taken = self._taken_holders(pods, ledger, now)
 
         for pod in pods:
             key = pod_key(pod)
@@ -372,16 +465,20 @@ class EvalLoop:
             verdict = self._classify(pod, spec, now)
             if verdict is None:
                 live.add(slot)
-                self._note_unschedulable(body, pod, now)
+                if waiting_for_admission(pod):
+                    waiting.add(slot)
+                else:
+                    self._note_unschedulable(body, pod, now)
                 continue
-            recorded.append(_fold(ledger, plan, tasks, key, verdict, _duration(pod)))
+            recorded.append(_fold(ledger, plan, tasks, key, verdict, _duration(pod), pod))
             done.append(pod)
+            folded.append(pod)
 
         self._report_unschedulable(body, now)
-        for key, name in self._taken_slots(ledger, live):
+        live |= self._expected_slots()
+        for key, name, holder in self._taken_slots(ledger, live, taken):
             # The attempt's pod name is taken by a pod no pass lists: that attempt is lost,
             # the next one gets a new name.
-            holder = api.get_pod(ref.namespace, name)
             if holder is None or self._signer.owns(holder, ref.uid):
                 # Our pod, whose labels were changed or removed: released (if not gone).
                 message = (
@@ -409,10 +506,27 @@ class EvalLoop:
         start_problem = self._note_start_failures(
             recorded, spec, ledger, [task.id for task in tasks]
         )
-        # NB: past spec.activeDeadlineSeconds the eval ends as a Job does (deadline.py).
-        late = None if ledger.complete else deadline_message(body, now)
-        changed = None if ledger.complete or late else _pins_broken(resolved)
-        stopping = start_problem is not None or late is not None or changed is not None
+        # NB: past spec.activeDeadlineSeconds the eval ends as a Job does (deadline.py),
+        # also while its grader stability check runs (it is active until complete)
+        checking = spec.grading.stability_check is not None and not _check_done(previous)
+        active = not ledger.complete or checking
+        late = deadline_message(body, now) if active else None
+        drained = self._stop_message if active and not late else None
+        usage = usage_after(previous, recorded, n_tasks=len(tasks))
+        allowance = check_budget(
+            spec.budget,
+            attempts=ledger.attempts_recorded,
+            live=len(live),
+            cost_usd=usage.total.cost_usd,
+            pending=ledger.pending,
+        )
+        exhausted = allowance.exhausted if active and not (late or drained) else None
+        changed = (
+            None if ledger.complete or late or drained or exhausted else _pins_broken(resolved)
+        )
+        stopping = start_problem is not None or any(
+            why is not None for why in (late, drained, exhausted, changed)
+        )
         archiving = self._archiver is not None
         archive_error = self._archiver.failing(ref.uid) if self._archiver is not None else None
         # NB: with a record store, held pods waiting for their archive count against
@@ -420,15 +534,45 @@ class EvalLoop:
         # the store is down the eval pauses instead of piling up held pods.
         waiting_now = held + (len(recorded) if archive_error is not None else 0)
         capacity = spec.parallelism - len(live) - (waiting_now if archiving else 0)
-        budget = self._pacer.budget(capacity)
+        running = len(live) - len(waiting)
+        queued = queue_of(spec) is not None
+        if queued:
+            # NB: never more pods in the queue than it admits (queueing.py)
+            capacity = min(capacity, ahead_capacity(running=running, waiting=len(waiting)))
+        if allowance.may_start is not None:
+            # NB: spec.budget.maxAttempts: never a pod past it (passhat.trials.budget)
+            capacity = min(capacity, allowance.may_start)
+        create_budget = self._pacer.budget(capacity)
         may_create = not stopping and self._pacer.may_create(pods_ended=bool(recorded))
-        to_create = self._plan_creates(ledger, live, budget, now) if may_create else []
+        # NB: a retry recorded by this pass waits its backoff from now, this pass included
+        waits = dict(self._not_before)
+        for item in recorded:
+            slot = (item.key.task, item.key.trial)
+            if item.final:
+                waits.pop(slot, None)
+            else:
+                waits[slot] = now + item.retry_delay_s
+        to_create = (
+            self._plan_creates(ledger, live, create_budget, now, waits) if may_create else []
+        )
         conditions = previous.get("conditions") or []
         archive_waiting = (
             len(recorded) + held + api.releasing(ref.namespace, ref.uid) if archiving else 0
         )
+        check = self._check(
+            spec,
+            tasks,
+            ledger,
+            previous,
+            grader_pods,
+            now,
+            ready=not (stopping or live or (archive_waiting and "graderCheck" not in previous)),
+        )
+        if grader_pods and spec.grading.stability_check is None:
+            done.extend(grader_pods)  # NB: cannot be: no check, no grader pod of ours
 
         status: dict[str, Any] | None = None
+        creating = 0 if self._pacer.refusal else len(to_create)
         progress = previous.get("progress") or {}
         idle = (
             not recorded
@@ -437,7 +581,8 @@ class EvalLoop:
             and (previous.get("taskSources") or []) == resolved.pins
             and "ledger" in previous
             and previous.get("observedGeneration") == generation
-            and progress.get("running") == len(live)
+            and progress.get("running") == running
+            and progress.get("waiting", 0) == len(waiting)
             and self._pacer.conditions(conditions, generation=generation, now=now) == conditions
             and not (
                 archiving
@@ -448,6 +593,30 @@ class EvalLoop:
                 )
             )
         )
+        checked = check.done if check is not None else spec.grading.stability_check is None
+        finished = ledger.complete and not live and not archive_waiting and checked
+        if finished or (
+            check is not None
+            and (check.status != previous.get("graderCheck") or check.create or check.keep)
+        ):
+            # NB: a finishing pass always writes status: the daemon stops after it
+            idle = False
+        defer = self._defer_write(
+            recorded, now, plain=not (stopping or finished or start_problem) and check is None
+        )
+        if defer is not None:
+            # NB: nothing of this pass's outcomes leaves memory: their pods stay held and
+            # are folded in again by the pass that writes; only creates that need none of
+            # them go out now (fresh slots, not the retries of what was just recorded)
+            just = {(item.key.task, item.key.trial) for item in recorded}
+            to_create = (
+                self._plan_creates(ledger, live | just, create_budget, now, waits)
+                if may_create
+                else []
+            )
+            held_now = {id(pod) for pod in folded}
+            done = [pod for pod in done if id(pod) not in held_now]
+            recorded, idle = [], True
         # NB: when idle nothing changed; skip recomputing the summary (CPU on big evals).
         if start_problem is not None:
             status = config_error_status(
@@ -459,13 +628,17 @@ class EvalLoop:
                 now=now,
             )
             status["ledger"] = ledger.pack()
+            if not usage.empty:
+                status["usage"] = usage.as_status(n_tasks=len(tasks))
         elif not idle:
             status = build_status(
                 StatusInputs(
                     spec=spec,
                     task_ids=[task.id for task in tasks],
                     ledger=ledger,
-                    running=len(live) + (0 if self._pacer.refusal else len(to_create)),
+                    # NB: a queued pod starts gated: it waits until Kueue admits it
+                    running=running + (0 if queued else creating),
+                    waiting=len(waiting) + (creating if queued else 0),
                     generation=generation,
                     previous=previous,
                     now=now,
@@ -478,14 +651,40 @@ class EvalLoop:
                     archive_waiting=archive_waiting,
                     archive_error=archive_error,
                     task_sources=resolved.pins,
+                    grader_check=check.status if check is not None else previous.get("graderCheck"),
+                    grader_condition=check.condition() if check is not None else None,
+                    suite=suite_of(body),
                 )
             )
             status["conditions"] = self._pacer.conditions(
                 status["conditions"], generation=generation, now=now
             )
+            timing = timing_status(waits, self._pacer, now=now)
+            if timing is not None:
+                status["timing"] = timing
+            if not usage.empty:
+                status["usage"] = usage.as_status(n_tasks=len(tasks))
             if late is not None:
                 status = deadline_exceeded_status(
                     status, message=late, generation=generation, now=now
+                )
+            elif drained is not None:
+                status = ended_status(
+                    status,
+                    condition=cond.STOPPED,
+                    reason=cond.REASON_DRAINED,
+                    message=drained,
+                    generation=generation,
+                    now=now,
+                )
+            elif exhausted is not None:
+                status = budget_exhausted_status(
+                    status,
+                    message=exhausted,
+                    reason=allowance.reason,
+                    has_gate=spec.gate is not None,
+                    generation=generation,
+                    now=now,
                 )
             elif changed is not None:
                 status = config_error_status(
@@ -497,18 +696,32 @@ class EvalLoop:
                     now=now,
                 )
         patch = _status_patch(status, previous) if status is not None else None
+        stored: Mapping[str, Any] = previous
         if status is None or patch is None:
             status = None
         else:
             try:
-                api.patch_eval_status(ref.namespace, ref.name, rv, patch)
+                written = api.patch_eval_status(ref.namespace, ref.name, rv, patch)
             except Conflict:
                 return PassResult(PassState.CONFLICT)
-            self._after_write(body, previous, status, recorded, start_problem or changed, now)
+            stored = written.get("status") or {}
+            self._written_at = now
+            self._after_write(
+                body, previous, status, recorded, start_problem or changed, now, tasks=len(tasks)
+            )
+        if check is not None and not _check_stored(stored, check):
+            # NB: an older CRD prunes status.graderCheck: without its ledger in status no
+            # grader pod may be made (exactly once rests on it)
+            self._emit_once(body, events.grader_check_pruned())
+            check, finished = None, False
 
         # From here on the recorded outcomes are safe in status.
         # NB: a stopped eval lets every pod go, also the live ones (they are deleted).
-        keep, release = _dispose(list(pods) if stopping else done, ledger)
+        keep, release = _dispose(
+            self._fresh([*pods, *grader_pods] if stopping else done, ledger),
+            ledger,
+            self._retention(body),
+        )
         let_go = len(keep) + len(release)
         created = 0
         if let_go or to_create:
@@ -536,19 +749,117 @@ class EvalLoop:
             created = paced.created
             names = {pod_name(ref, key): key for key in to_create}
             self._taken = {names[name]: name for name in paced.taken if name in names}
+            for key in to_create[: paced.created]:
+                if key not in self._taken:
+                    self._expected[key] = now
             event = self._pacer.event() if paced.report else None
             if event is not None:
                 self._emit(body, event)
             if paced.refusal is not None:
                 return PassResult(PassState.CONTINUE, recorded, created, let_go, status)
+        if check is not None and (check.create or check.keep or check.release):
+            settled = self._settle_check(check)
+            if settled is None:
+                return PassResult(PassState.CONFLICT, recorded, created, let_go, status)
+            created += settled
         if stopping:
             return PassResult(PassState.DONE, recorded, 0, let_go, status)
-        finished = ledger.complete and not live and not archive_waiting
-        more = len(to_create) == budget < capacity
+        more = created < len(to_create) or len(to_create) == create_budget < capacity
         state = PassState.DONE if finished else PassState.CONFLICT if more else PassState.CONTINUE
-        return PassResult(state, recorded, created, let_go, status)
+        return PassResult(state, recorded, created, let_go, status, again_in_s=defer)
 
     # -- pieces of the pass -------------------------------------------------------------------
+
+    def _defer_write(self, recorded: list[Recorded], now: float, *, plain: bool) -> float | None:
+        """Seconds until this pass's outcomes must be written, when it leaves them unwritten
+        (None: it writes now). A pass that only recorded outcomes (nothing stops, finishes
+        or checks) writes at most once per `status_interval_s`, as the Job controller
+        batches a Job's pod events for a second (`syncJobBatchPeriod`): the creates of
+        fresh slots go out at once, the outcomes wait, their pods held, for the pass that
+        writes. Nothing leaves memory unwritten: that pass folds the same pods in again."""
+        interval = self.config.status_interval_s
+        due = self._written_at + interval - now
+        if not recorded or not plain or interval <= 0 or due <= 0:
+            return None
+        if any(item.verdict.reason == LOST for item in recorded):
+            return None  # NB: read from a taken name once (_taken_holders), not from a pod
+        if self._pacer.refusal is not None:
+            return None  # NB: an ended pod frees quota once: a quota retry per end, not per pass
+        return due
+
+    def _fresh(
+        self, pods: Sequence[Mapping[str, Any]], ledger: SlotLedger | None
+    ) -> list[Mapping[str, Any]]:
+        """`pods`, where one whose attempt `ledger` holds is listed as not ended read again
+        (a GET; left out when gone): whether it is kept or deleted must not rest on a
+        lagging list's older copy (a pod an earlier pass recorded, listed as running)."""
+        fresh: list[Mapping[str, Any]] = []
+        for pod in pods:
+            if _recorded_in(ledger, pod) and not _ended(pod):
+                current = self.api.get_pod(self.ref.namespace, _name(pod))
+                if current is None or _uid(current) != _uid(pod):
+                    continue
+                pod = current
+            fresh.append(pod)
+        return fresh
+
+    def _retention(self, body: Mapping[str, Any]) -> str:
+        """The eval's `spec.podRetention` (read raw: also for an eval whose spec no longer
+        parses), `all` where the pods are still needed: without a record store the grader
+        stability check reads its sampled attempts' transcripts from their kept pods."""
+        spec = body.get("spec") or {}
+        retention = spec.get("podRetention") or RETAIN_ALL
+        if retention not in _RETENTIONS:
+            return RETAIN_ALL
+        if self._archiver is None and (spec.get("grading") or {}).get("stabilityCheck"):
+            return RETAIN_ALL
+        return str(retention)
+
+    def _check(
+        self,
+        spec: EvalSpec,
+        tasks: list[Task],
+        ledger: SlotLedger,
+        previous: Mapping[str, Any],
+        grader_pods: list[dict[str, Any]],
+        now: float,
+        *,
+        ready: bool,
+    ) -> CheckStep | None:
+        """The stability check's pass (None: the spec asks for none, or the trials are not
+        all final and archived yet)."""
+        if spec.grading.stability_check is None or not ledger.complete or not ready:
+            return None
+        return self._checker.step(
+            spec=spec,
+            tasks=tasks,
+            ledger=ledger,
+            previous=previous.get("graderCheck"),
+            pods=grader_pods,
+            now=now,
+        )
+
+    def _settle_check(self, check: CheckStep) -> int | None:
+        """Create, keep and release the check's grader pods (after the status write);
+        the pods created, None when the API server refused them for good (the next pass
+        records those gradings as grader errors)."""
+        try:
+            paced = create_paced(
+                self.api,
+                self.ref.namespace,
+                check.create,
+                lambda key: self._signer.sign(check.build(key)),
+                self._pacer,
+                keep=check.keep,
+                release=check.release,
+            )
+        except ApiError as err:
+            if not _refused_for_good(err):
+                raise
+            self._checker.note_refused(str(err))
+            return None
+        self._checker.note_taken(paced.taken, check.create)
+        return paced.created
 
     def _own_pods(
         self, body: Mapping[str, Any], pods: list[dict[str, Any]]
@@ -716,7 +1027,12 @@ class EvalLoop:
         )
 
     def _plan_creates(
-        self, ledger: SlotLedger, live: set[tuple[int, int]], capacity: int, now: float
+        self,
+        ledger: SlotLedger,
+        live: set[tuple[int, int]],
+        capacity: int,
+        now: float,
+        waits: Mapping[tuple[int, int], float],
     ) -> list[PodKey]:
         keys: list[PodKey] = []
         if capacity <= 0:
@@ -724,7 +1040,7 @@ class EvalLoop:
         for slot in ledger.pending_slots():
             if slot in live:
                 continue
-            if self._not_before.get(slot, 0.0) > now:
+            if waits.get(slot, 0.0) > now:
                 continue
             keys.append(PodKey(slot[0], slot[1], ledger.next_attempt(*slot)))
             if len(keys) >= capacity:
@@ -739,8 +1055,12 @@ class EvalLoop:
         recorded: list[Recorded],
         config_message: str | None,
         now: float,
+        *,
+        tasks: int,
     ) -> None:
         """Side effects that must follow a successful status write, once per recorded item."""
+        retried: list[events.RetryNote] = []
+        exhausted: list[events.RetryNote] = []
         for item in recorded:
             slot = (item.key.task, item.key.trial)
             if item.final:
@@ -750,29 +1070,53 @@ class EvalLoop:
             if self._on_recorded is not None:
                 self._on_recorded(self.ref, item)
             if item.verdict.is_infra_error:
-                if item.final:
-                    event = events.retries_exhausted(
-                        task_id=item.task_id,
-                        trial=item.key.trial,
-                        attempts=item.key.attempt + 1,
-                        reason=item.verdict.reason,
-                    )
-                else:
-                    event = events.trial_retried(
-                        task_id=item.task_id,
-                        trial=item.key.trial,
-                        attempt=item.key.attempt,
-                        reason=item.verdict.reason,
-                        delay_s=item.retry_delay_s,
-                        message=item.verdict.message,
-                    )
-                self._emit(body, event)
+                note = events.RetryNote(
+                    task_id=item.task_id,
+                    trial=item.key.trial,
+                    attempt=item.key.attempt,
+                    reason=item.verdict.reason,
+                    delay_s=item.retry_delay_s,
+                    message=item.verdict.message,
+                )
+                (exhausted if item.final else retried).append(note)
+        if not previous.get("startTime") and status.get("startTime"):
+            spec = body.get("spec") or {}
+            self._emit(
+                body,
+                events.started(
+                    tasks=tasks,
+                    trials=int(spec.get("trials") or 0),
+                    parallelism=int(spec.get("parallelism") or 0),
+                    gate=spec.get("gate"),
+                ),
+            )
+        # NB: one event per burst (this pass's attempts), not one per pod
+        if retried:
+            progress = status.get("progress") or {}
+            total = int(progress.get("retries") or len(retried))
+            self._emit(body, events.trials_retried(retried, retries_total=total))
+        if exhausted:
+            self._emit(body, events.retries_exhausted(exhausted))
+        refused = [
+            f"task {item.task_id} trial {item.key.trial} attempt {item.key.attempt}: "
+            f"result JSON {item.spend_problem}"
+            for item in recorded
+            if item.spend_problem is not None
+        ]
+        if refused:
+            self._emit(body, events.spend_invalid(refused))
         if self._on_status is not None:
             self._on_status(self.ref, status)
         if config_message is not None:
             self._emit(body, events.config_error(field="", message=config_message))
         elif condition_status(status, cond.FAILED) == "True" and not is_terminal(previous):
             self._emit(body, events.deadline_exceeded(str(status.get("message") or "")))
+        elif condition_status(status, cond.STOPPED) == "True" and not is_terminal(previous):
+            self._emit(body, events.stopped(str(status.get("message") or "")))
+        elif condition_status(status, cond.BUDGET_EXHAUSTED) == "True" and not is_terminal(
+            previous
+        ):
+            self._emit(body, events.budget_exhausted(str(status.get("message") or "")))
         elif is_terminal(status) and not is_terminal(previous):
             self._emit(body, events.completed(status))
             gate = status.get("gate")
@@ -826,7 +1170,7 @@ class EvalLoop:
                 self._emit(body, events.config_error(field="", message=problem.message))
         if pods:
             ledger = _ledger_of(previous)
-            keep, release = _dispose(list(pods), ledger)
+            keep, release = _dispose(self._fresh(pods, ledger), ledger, self._retention(body))
             before = self._archive_hook(body, ledger, [], now)
             self.api.settle(
                 self.ref.namespace, keep=keep, release=release, create=[], before=before
@@ -834,21 +1178,83 @@ class EvalLoop:
         state = PassState.DONE if problem.terminal or late else PassState.CONTINUE
         return PassResult(state, released=len(pods), status=written)
 
-    def _taken_slots(
-        self, ledger: SlotLedger, live: set[tuple[int, int]]
-    ) -> list[tuple[PodKey, str]]:
-        """The attempts whose create found the name taken in the last pass and that are
-        still their slot's current attempt with no pod of theirs listed since.
+    def _taken_holders(
+        self, pods: list[dict[str, Any]], ledger: SlotLedger, now: float
+    ) -> tuple[list[dict[str, Any]], dict[PodKey, tuple[str, dict[str, Any] | None]]]:
+        """(pods, taken) where the pod list and the creates disagree, decided by a GET.
 
-        A pass creates only what its consistent LIST did not show, so a 409 means the
-        name belongs to a pod no pass counts: a trial pod whose labels were changed or
-        removed (or one labelled recorded by hand). Without this the slot would stall,
+        The pod list may lag the API server (a watch-fed cache, `podcache.py`). Two things
+        show it: a create of the last pass found its name taken (409), and a pod this loop
+        created is still not listed `expectation_grace_s` later. For each such name one
+        GET, a consistent read, decides: a pod the list should show (ours, the eval's
+        labels naming that attempt, not recorded) is that attempt's own pod, added to
+        `pods` and counted as usual; an expected pod that is gone (its finalizer stripped
+        by hand) was simply not created, and its slot is created again; any other holder
+        goes into `taken` (a pod no pass counts: `_taken_slots`)."""
+        listed = {_name(pod) for pod in pods}
+        self._expected = {
+            key: at
+            for key, at in self._expected.items()
+            if pod_name(self.ref, key) not in listed and _current(ledger, key)
+        }
+        grace = self.config.expectation_grace_s
+        overdue = {key for key, at in self._expected.items() if now - at >= grace}
+        names = {key: pod_name(self.ref, key) for key in overdue}
+        names.update(self._taken)
+        self._taken = {}
+        taken: dict[PodKey, tuple[str, dict[str, Any] | None]] = {}
+        found: list[dict[str, Any]] = []
+        for key, name in sorted(names.items()):
+            if name in listed:
+                continue
+            holder = self.api.get_pod(self.ref.namespace, name)
+            if holder is not None and self._is_listable(holder, key):
+                found.append(holder)
+                self._expected[key] = now  # NB: live; asked again only if still not listed
+            elif holder is None and key in overdue:
+                self._expected.pop(key, None)  # NB: never an outcome: created again
+            else:
+                self._expected.pop(key, None)
+                taken[key] = (name, holder)
+        return [*pods, *found], taken
+
+    def _is_listable(self, pod: Mapping[str, Any], key: PodKey) -> bool:
+        """Whether `pod` is attempt `key`'s own pod as the pod list selects it: ours, the
+        eval's uid label, labels naming `key`, not labelled recorded."""
+        labels = (pod.get("metadata") or {}).get("labels") or {}
+        return (
+            self._signer.owns(pod, self.ref.uid)
+            and labels.get(LABEL_EVAL_UID) == self.ref.uid
+            and LABEL_RECORDED not in labels
+            and pod_key(pod) == key
+        )
+
+    def _expected_slots(self) -> set[tuple[int, int]]:
+        """Slots whose current attempt this loop created and no pod list has shown yet
+        (not yet `expectation_grace_s` old, or found by a GET): they count as live, so a
+        lagging list neither gets them created again nor `parallelism` exceeded. The Job
+        controller's expectations, with a consistent GET where it would wait."""
+        return {(key.task, key.trial) for key in self._expected}
+
+    def _taken_slots(
+        self,
+        ledger: SlotLedger,
+        live: set[tuple[int, int]],
+        taken: Mapping[PodKey, tuple[str, dict[str, Any] | None]],
+    ) -> list[tuple[PodKey, str, dict[str, Any] | None]]:
+        """The attempts whose create found the name taken in the last pass and that are
+        still their slot's current attempt with no pod of theirs listed since, with the
+        holder a GET read (`_taken_holders`).
+
+        A pass creates only what its pod list did not show, and a holder that is the
+        attempt's own pod was counted by `_taken_holders`, so these names belong to a pod
+        no pass counts: a trial pod whose labels were changed or removed (or one labelled
+        recorded by hand), or someone else's. Without this the slot would stall,
         re-creating a name that is taken, forever.
         """
-        taken, self._taken = self._taken, {}
         return [
-            (key, name)
-            for key, name in sorted(taken.items())
+            (key, name, holder)
+            for key, (name, holder) in sorted(taken.items())
             if (key.task, key.trial) not in live
             and key.task < ledger.n_tasks
             and key.trial < ledger.trials
@@ -907,6 +1313,28 @@ class EvalLoop:
             self._post_event(body, event)
 
 
+def _current(ledger: SlotLedger, key: PodKey) -> bool:
+    """Whether `key` is its slot's current attempt in `ledger` (not recorded, not final)."""
+    return (
+        key.task < ledger.n_tasks
+        and key.trial < ledger.trials
+        and not ledger.is_final(key.task, key.trial)
+        and ledger.next_attempt(key.task, key.trial) == key.attempt
+    )
+
+
+def _check_done(status: Mapping[str, Any]) -> bool:
+    """Whether status.graderCheck says the stability check ended."""
+    check = status.get("graderCheck")
+    return isinstance(check, Mapping) and check.get("phase") == "Done"
+
+
+def _check_stored(stored: Mapping[str, Any], check: CheckStep) -> bool:
+    """Whether the API server kept the check's ledger that this pass wrote (or read)."""
+    kept = stored.get("graderCheck")
+    return isinstance(kept, Mapping) and kept.get("ledger") == check.status["ledger"]
+
+
 def _pins_broken(resolved: _Resolved) -> str | None:
     """The ConfigError message when a pinned tasksFrom ConfigMap changed since the start."""
     problems = resolved.pin_check.problems() if resolved.pin_check is not None else []
@@ -938,12 +1366,30 @@ def _fold(
     key: PodKey,
     verdict: Verdict,
     duration_s: float | None,
+    pod: Mapping[str, Any] | None = None,
 ) -> Recorded:
-    """Record attempt `key`'s verdict in `ledger` (final unless the retry plan retries it)."""
+    """Record attempt `key`'s verdict in `ledger` (final unless the retry plan retries it),
+    with what its result JSON says it spent (`pod`: the attempt's, when it has one)."""
     final = plan.is_final(verdict, key.attempt)
     ledger.record(key.task, key.trial, key.attempt, verdict, final=final)
     delay = 0.0 if final else plan.delay(key.attempt)
-    return Recorded(tasks[key.task].id, key, verdict, final, duration_s, delay)
+    result = pod_result(pod) if pod is not None else None
+    spend, problem = spend_of(result)
+    return Recorded(
+        tasks[key.task].id,
+        key,
+        verdict,
+        final,
+        duration_s,
+        delay,
+        spend=spend,
+        resources=resources_of(result),
+        spend_problem=problem,
+    )
+
+
+def _uid(pod: Mapping[str, Any]) -> str:
+    return str((pod.get("metadata") or {}).get("uid"))
 
 
 def _name(pod: Mapping[str, Any]) -> str:

@@ -3,8 +3,13 @@
 The operator is started as a module (never by file path, see docs/design.md) through this
 one function, by the CLI locally and by the Helm chart's Deployment in a pod: it imports
 the handlers (which register on kopf's default registry), starts the HTTP side door, and
-runs kopf in standalone mode (no peering: one operator per set of namespaces, like a
-Deployment with one replica) until SIGTERM / SIGINT.
+runs kopf in standalone mode until SIGTERM / SIGINT. With `--lease NS/NAME` (the chart's
+replicas) it first waits, serving /healthz and /metrics, until it leads on that Lease
+(`leader.py`; it then claims its namespaces, and serves none another release claimed:
+only those, never the others); only then does kopf start, and the
+process exits the moment it stops leading (client-go's `OnStoppedLeading`), so a former
+leader never drives an eval. On SIGTERM kopf stops first, then the Lease is released, and
+a standby takes over at once. `run_drain` is `passhat operator drain` (`drain.py`).
 """
 
 from __future__ import annotations
@@ -14,19 +19,28 @@ import contextlib
 import dataclasses
 import logging
 import os
+import signal
+import socket
 import sys
 import threading
+import time
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import kopf
 
 from passhat.api.errors import UsageError
 from passhat.operator.config import OperatorConfig
+from passhat.operator.drain import DRAIN_HOLD_S, drain
+from passhat.operator.kube import ApiError, Kube, load_client_config
+from passhat.operator.leader import LeaseApi, LeaseElector, LeaseTimings, NamespaceClaims
 from passhat.operator.live import client_config
 from passhat.operator.ownership import load_pod_key
 from passhat.operator.policy import TrialPolicy
 from passhat.operator.records_api import RecordsApiServer, open_records_api
+from passhat.operator.rights import RightsApi, settle_rights
 from passhat.operator.server import DEFAULT_METRICS_PORT, OperatorServer
 from passhat.records import RecordStore, open_store
 
@@ -35,6 +49,7 @@ __all__ = [
     "OperatorOptions",
     "allow_api_depth",
     "config_with",
+    "run_drain",
     "run_operator",
 ]
 
@@ -81,6 +96,15 @@ class OperatorOptions:
     # The file holding the key of the operator's creation mark on its pods (ownership.py);
     # None: ownership.default_key_file(), made when absent.
     pod_key_file: str | None = None
+    # Leader election (leader.py): the Lease (namespace, name) the replicas elect on, this
+    # candidate's identity (None: $POD_NAME, else the host name) and the timings. None:
+    # standalone, as a single replica.
+    lease: tuple[str, str] | None = None
+    identity: str | None = None
+    lease_timings: LeaseTimings = field(default_factory=LeaseTimings)
+    # Namespaced mode: the RoleBinding in each served namespace whose finalizer the leader
+    # removes once the namespace is being deleted and holds nothing of ours (rights.py).
+    rights_binding: str | None = None
 
 
 def config_with(settings: Sequence[str], base: OperatorConfig | None = None) -> OperatorConfig:
@@ -197,7 +221,7 @@ def run_operator(options: OperatorOptions) -> None:
         _grants(config.trial_policy),
     )
     with server, records_api or contextlib.nullcontext():
-        asyncio.run(_serve(options, server))
+        asyncio.run(_serve(options, server, config))
 
 
 def _grants(policy: TrialPolicy) -> str:
@@ -216,9 +240,12 @@ def _grants(policy: TrialPolicy) -> str:
     return "; allowed " + "; ".join(parts) if parts else ""
 
 
-async def _serve(options: OperatorOptions, server: OperatorServer) -> None:
+async def _serve(options: OperatorOptions, server: OperatorServer, config: OperatorConfig) -> None:
     server.health.attach(asyncio.get_running_loop())
+    election = _Election(options, config) if options.lease is not None else None
     try:
+        if election is not None and not await election.lead():
+            return  # NB: stopped (SIGTERM) while standing by
         await kopf.operator(
             standalone=True,
             clusterwide=not options.namespaces,
@@ -228,3 +255,201 @@ async def _serve(options: OperatorOptions, server: OperatorServer) -> None:
         raise UsageError(f"cannot log in to the cluster: {err}") from None
     finally:
         server.health.stop()
+        if election is not None:
+            election.stop()
+
+
+def _identity(options: OperatorOptions) -> str:
+    """`--identity`, else `$POD_NAME` (or the host name) and a random suffix: a restarted
+    container is a new candidate, not the holder it replaced (client-go's users add a
+    uuid the same way)."""
+    if options.identity:
+        return options.identity
+    return f"{os.environ.get('POD_NAME') or socket.gethostname()}_{uuid.uuid4().hex[:8]}"
+
+
+class ElectionApi(LeaseApi, RightsApi, Protocol):
+    """What the election calls: the Lease calls and the RoleBinding's (`Kube`)."""
+
+
+class _Election:
+    """Stand by until this process leads; then renew in a thread, and exit the process
+    the moment leadership is lost.
+
+    The namespace claims are renewed beside the Lease, but a refused claim is never a
+    reason to stand by or to exit: it stops the evals of that namespace only
+    (`handlers.runtime.refusal`). A claim is a Lease in a tenant's namespace; when a
+    refusal stopped the operator, a tenant who may write Leases in their own namespace
+    took it away from every other namespace (docs/security.md)."""
+
+    def __init__(
+        self, options: OperatorOptions, config: OperatorConfig, api: ElectionApi | None = None
+    ) -> None:
+        assert options.lease is not None
+        timings = options.lease_timings
+        if api is None:
+            # NB: a call that takes longer than a retry period is a failed renew, not a wait
+            quick = dataclasses.replace(
+                config,
+                request_timeout_s=timings.retry_period_s,
+                request_retries=0,
+                write_threads=1,
+            )
+            api = Kube(load_client_config(options.kubeconfig), quick)
+        namespace, name = options.lease
+        self.timings = timings
+        self.elector = LeaseElector(
+            api, namespace=namespace, name=name, identity=_identity(options), timings=timings
+        )
+        # NB: namespaced mode claims its namespaces before serving; cluster-wide mode each
+        # namespace as its first eval there is served (handlers.run_eval asks `claim`)
+        self.claims = NamespaceClaims(
+            api, namespaces=options.namespaces, release=f"{namespace}/{name}", timings=timings
+        )
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._api = api
+        self._namespaces = list(options.namespaces)
+        self._rights_binding = options.rights_binding
+        self._pod_key = config.pod_key
+        self._refused_logged = float("-inf")
+
+    async def lead(self) -> bool:
+        """Wait until leading (the claims tried once: refusals are logged); False when
+        stopped first."""
+        loop = asyncio.get_running_loop()
+        stopped = asyncio.Event()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            with contextlib.suppress(NotImplementedError, RuntimeError):
+                loop.add_signal_handler(sig, stopped.set)
+        logger.info(
+            "standing by for Lease %s/%s as %s (lease %ds, renew deadline %gs, retry %gs)",
+            self.elector.namespace,
+            self.elector.name,
+            self.elector.identity,
+            self.timings.lease_duration_s,
+            self.timings.renew_deadline_s,
+            self.timings.retry_period_s,
+        )
+        while not stopped.is_set():
+            if await asyncio.to_thread(self._try):
+                await asyncio.to_thread(self._claim)
+                break
+            wait = self.timings.retry_period_s
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stopped.wait(), wait)
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            with contextlib.suppress(NotImplementedError, RuntimeError):
+                loop.remove_signal_handler(sig)
+        if stopped.is_set():
+            self.elector.release()
+            return False
+        logger.info("leading: serving evals")
+        from passhat.operator import handlers
+
+        # NB: each eval's daemon asks before it serves and before each pass (both modes)
+        handlers.runtime.claim = self.claims.claim
+        handlers.runtime.refusal = self.claims.refusal
+        self._thread = threading.Thread(target=self._renew, name="passhat-lease", daemon=True)
+        self._thread.start()
+        return True
+
+    def stop(self) -> None:
+        """Stop renewing and release the Lease (a standby takes over at its next try)."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=self.timings.retry_period_s * 2)
+        if self.elector.release():
+            logger.info("released Lease %s/%s", self.elector.namespace, self.elector.name)
+
+    def _try(self) -> bool:
+        # NB: a leader that sees another holder (the drain) stops leading at once
+        return self.elector.step()
+
+    def _claim(self) -> list[str]:
+        """Claim (or renew) every namespace; the refusals are logged, at most once a
+        minute, and only stop the evals of their namespaces."""
+        refusals = self.claims.acquire()
+        if refusals and time.monotonic() - self._refused_logged > 60:
+            self._refused_logged = time.monotonic()
+            for refusal in refusals:
+                logger.error(refusal)
+        return refusals
+
+    def _renew(self) -> None:
+        """Renew every retry period; exit the process once the renew deadline passed
+        without a renew (checked twice a retry period, also while a call hangs)."""
+        renewer = threading.Thread(target=self._renew_loop, name="passhat-renew", daemon=True)
+        renewer.start()
+        while not self._stop.wait(self.timings.retry_period_s / 2):
+            if self.elector.lost():
+                _exit_lost(self.elector)
+
+    def _renew_loop(self) -> None:
+        while not self._stop.wait(self.timings.retry_period_s):
+            self._try()
+            self._claim()
+            self._settle_rights()
+
+    def _settle_rights(self) -> None:
+        """Let go of the RoleBinding of each served namespace being deleted that holds
+        nothing of ours any more (rights.py)."""
+        if self._rights_binding is None or not self.elector.leading():
+            return
+        for namespace in self._namespaces:
+            try:
+                settle_rights(self._api, namespace, self._rights_binding, pod_key=self._pod_key)
+            except ApiError as err:
+                logger.warning("namespace %s: cannot settle its RoleBinding: %s", namespace, err)
+
+
+def _exit_lost(elector: LeaseElector) -> None:
+    """Exit now: another candidate may lead soon, and a former leader must not write.
+    (client-go's users exit in OnStoppedLeading too; the kubelet restarts the container,
+    which stands by.)"""
+    logger.error(
+        "lost the Lease %s/%s (holder now: %s): exiting",
+        elector.namespace,
+        elector.name,
+        elector.holder or "none",
+    )
+    logging.shutdown()
+    os._exit(3)
+
+
+def run_drain(options: OperatorOptions, *, hold_s: int | None = None) -> str:
+    """`passhat operator drain`: stop the evals and let go of every finalizer (drain.py);
+    returns the one-line summary."""
+    try:
+        pod_key = load_pod_key(options.pod_key_file)
+    except (OSError, ValueError) as err:
+        raise UsageError(f"--pod-key-file: {err}") from None
+    config = dataclasses.replace(options.config, pod_key=pod_key)
+    store = _open_store(options)
+    from passhat.operator.archive import Archiver  # NB: with the store only
+
+    api = Kube(load_client_config(options.kubeconfig), config)
+    archiver = (
+        Archiver(
+            store,
+            api,
+            log_limit=config.archive_log_limit_bytes,
+            log_grace_s=config.archive_log_grace_s,
+        )
+        if store is not None
+        else None
+    )
+    try:
+        report = drain(
+            api,
+            namespaces=options.namespaces,
+            config=config,
+            lease=options.lease,
+            archiver=archiver,
+            timings=options.lease_timings,
+            rights_binding=options.rights_binding,
+            hold_s=hold_s if hold_s is not None else DRAIN_HOLD_S,
+        )
+    finally:
+        api.close()
+    return report.summary()

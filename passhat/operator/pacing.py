@@ -9,7 +9,8 @@ This module does what the Kubernetes Job controller does (`manageJob`'s slow sta
 exponential backoff from `DefaultJobApiBackOff` to `MaxJobApiBackOff`):
 
 - A pass creates its pods in batches of 1, 2, 4, ... up to `create_batch_max`, at most
-  `create_per_pass_max` in all, and stops at the first batch with an error (a batch
+  `create_per_pass_max` in all, and stops at the first batch with an error; the next
+  pass goes on at the batch size reached, until a create fails (a batch
   itself stops sending at its first error: `EvalApi.settle`). Only one batch of pod
   bodies exists at a time, so memory does not grow with `parallelism`.
 - A create refused for now (403 from admission: quota exceeded, a LimitRange, a missing
@@ -94,9 +95,9 @@ def refusal_of(err: ApiError) -> Refusal | None:
     return Refusal(cond.REASON_FORBIDDEN, text)
 
 
-def slow_start(total: int, *, batch_max: int) -> Iterator[int]:
-    """Batch sizes 1, 2, 4, ... (at most `batch_max`) that add up to `total`."""
-    size = 1
+def slow_start(total: int, *, batch_max: int, first: int = 1) -> Iterator[int]:
+    """Batch sizes `first`, twice that, ... (at most `batch_max`) that add up to `total`."""
+    size = max(1, first)
     while total > 0:
         batch = min(size, batch_max, total)
         yield batch
@@ -118,6 +119,9 @@ class CreatePacer:
     not_before: float = 0.0
     # Ever refused: the condition is written False once creates work again.
     ever_refused: bool = False
+    # The first batch of the next pass: 1 at the start and after any failed create, else
+    # the size the last pass's slow start had reached (see `batches`).
+    window: int = 1
     _reported: dict[str, float] = field(default_factory=dict)
 
     def may_create(self, *, pods_ended: bool) -> bool:
@@ -136,8 +140,18 @@ class CreatePacer:
         return max(0, min(wanted, self.config.create_per_pass_max))
 
     def batches(self, total: int) -> Iterator[int]:
-        """The slow-start batch sizes of a pass creating `total` pods."""
-        return slow_start(total, batch_max=self.config.create_batch_max)
+        """The slow-start batch sizes of a pass creating `total` pods.
+
+        A pass starts where the last one's slow start got to (`window`), not at 1 again:
+        once creates go through, an eval whose pods end in waves (every pass creates a
+        wave) would otherwise pay log2(create_batch_max) round trips per wave (measured
+        in #22). Any failed create starts over at 1, as a new operator process does."""
+        return slow_start(total, batch_max=self.config.create_batch_max, first=self.window)
+
+    def batch_done(self, size: int) -> None:
+        """A batch of `size` creates went through: the next one may be twice as big (a
+        short last batch of a pass does not shrink the window)."""
+        self.window = min(self.config.create_batch_max, max(self.window, 2 * size))
 
     def delay_s(self) -> float:
         """The current backoff (0 when not refused)."""
@@ -157,6 +171,7 @@ class CreatePacer:
         metrics.observe_create_backoff(refusal.reason)
         self.refusals = 1 if created_first else self.refusals + 1
         self.refusal = refusal
+        self.window = 1
         self.ever_refused = True
         self.not_before = now + self.delay_s()
         last = self._reported.get(refusal.reason)
@@ -237,7 +252,10 @@ def create_paced(
     raised (nothing more is sent after them)."""
     paced = Paced()
     start = 0
+    began = pacer.clock()
     for size in list(pacer.batches(len(keys))) or [0]:
+        if paced.created and pacer.clock() - began >= pacer.config.create_pass_max_s:
+            break  # NB: the next pass goes on at once; a pass stays short under a slow API
         pods = [build(key) for key in keys[start : start + size]]
         try:
             paced.taken += api.settle(
@@ -246,6 +264,7 @@ def create_paced(
         except ApiError as err:
             refusal = refusal_of(err) if pods else None
             if refusal is None:
+                pacer.window = 1
                 raise
             paced.refusal = refusal
             paced.report = pacer.refused(refusal, created_first=paced.created > 0)
@@ -253,8 +272,10 @@ def create_paced(
         finally:
             del pods  # NB: one batch of bodies at a time (a task's params may be large)
         keep, release, before = (), (), None
+        if size:
+            pacer.batch_done(size)
         paced.created += size
         start += size
-    if keys:
+    if keys and paced.created == len(keys):
         pacer.created()
     return paced

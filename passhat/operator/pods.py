@@ -24,10 +24,13 @@ from passhat.api.spec import API_VERSION, KIND, EvalSpec, Task
 
 __all__ = [
     "ANNOTATION_TASK_ID",
+    "ANNOTATION_TRANSCRIPT",
+    "EVAL_FINALIZER",
     "FINALIZER",
     "LABEL_ATTEMPT",
     "LABEL_EVAL",
     "LABEL_EVAL_UID",
+    "LABEL_GRADING",
     "LABEL_RECORDED",
     "LABEL_TASK",
     "LABEL_TRIAL",
@@ -40,10 +43,14 @@ __all__ = [
     "eval_owner",
     "pod_key",
     "pod_name",
+    "restrict_container",
+    "restrict_pod",
 ]
 
 # Held by every trial pod until its outcome is recorded in the eval's status.
 FINALIZER = "passhat.dev/trial-accounting"
+# kopf's finalizer on evals (held while an eval's daemon runs, that is until it is final).
+EVAL_FINALIZER = "passhat.dev/operator"
 LABEL_EVAL = "passhat.dev/eval"
 LABEL_EVAL_UID = "passhat.dev/eval-uid"
 LABEL_TASK = "passhat.dev/task"
@@ -54,6 +61,10 @@ LABEL_ATTEMPT = "passhat.dev/attempt"
 LABEL_RECORDED = "passhat.dev/recorded"
 # Task ids need not be valid label values, so the id travels in an annotation.
 ANNOTATION_TASK_ID = "passhat.dev/task-id"
+# On grader pods (gradercheck.py): "<sample index>-<grading number>" (trial pods never
+# carry it), and the transcript a grader pod grades (emptied once the pod is kept).
+LABEL_GRADING = "passhat.dev/grading"
+ANNOTATION_TRANSCRIPT = "passhat.dev/transcript"
 QUEUE_NAME_LABEL = "kueue.x-k8s.io/queue-name"
 # Where a trial writes its result JSON: the container's termination-message file.
 RESULT_PATH = "/dev/termination-log"
@@ -146,7 +157,7 @@ def build_pod(*, eval_ref: EvalRef, spec: EvalSpec, task: Task, key: PodKey) -> 
     pod_spec["activeDeadlineSeconds"] = spec.trial.timeout_seconds
     if not pod_spec.get("serviceAccountName") and not pod_spec.get("serviceAccount"):
         pod_spec["automountServiceAccountToken"] = False
-    _restrict_pod(pod_spec)
+    restrict_pod(pod_spec)
     env = [
         {"name": "PASSHAT_EVAL", "value": eval_ref.name},
         {"name": "PASSHAT_TASK_ID", "value": task.id},
@@ -159,7 +170,7 @@ def build_pod(*, eval_ref: EvalRef, spec: EvalSpec, task: Task, key: PodKey) -> 
         for container in containers if isinstance(containers, list) else []:
             if not isinstance(container, dict):
                 continue  # NB: the API server refuses the pod (400): a ConfigError
-            _restrict_container(container)
+            restrict_container(container)
             container.setdefault("terminationMessagePath", RESULT_PATH)
             container.setdefault("terminationMessagePolicy", "File")
             ours = [*env, {"name": "PASSHAT_RESULT", "value": container["terminationMessagePath"]}]
@@ -205,7 +216,7 @@ def _object(parent: dict[str, Any], key: str) -> dict[str, Any] | None:
     return value if isinstance(value, dict) else None
 
 
-def _restrict_pod(pod_spec: dict[str, Any]) -> None:
+def restrict_pod(pod_spec: dict[str, Any]) -> None:
     """Pod-level restricted defaults where the template is silent."""
     security = _object(pod_spec, "securityContext")
     if security is None:
@@ -230,7 +241,7 @@ def _restrict_pod(pod_spec: dict[str, Any]) -> None:
     security.setdefault("seccompProfile", {"type": "RuntimeDefault"})
 
 
-def _restrict_container(container: dict[str, Any]) -> None:
+def restrict_container(container: dict[str, Any]) -> None:
     """Container-level restricted defaults where the template is silent."""
     security = _object(container, "securityContext")
     if security is None:

@@ -5,7 +5,9 @@ is held to the Pod Security `restricted` profile (`passhat.api.podsecurity`) unl
 cluster admin granted the eval's namespace privileged trials, and to the scheduling grants
 below: `nodeName` is never allowed (it bypasses the scheduler, and with it node taints and
 the scheduler's admission checks), a toleration of every taint only when the admin allows
-it, and priority and runtime classes only from the admin's lists. Each grant is a chart
+it, and priority and runtime classes only from the admin's lists. Kueue's
+WorkloadPriorityClass (the pod label `kueue.x-k8s.io/priority-class`) decides preemption in
+a queue as a PriorityClass does on nodes, so it is held to the same list. Each grant is a chart
 value and a `passhat operator` flag; each refusal names the chart value that would allow it.
 """
 
@@ -17,9 +19,11 @@ from typing import Any
 
 from passhat.api.podsecurity import BASE, template_safety_problems
 
-__all__ = ["TrialPolicy"]
+__all__ = ["WORKLOAD_PRIORITY_LABEL", "TrialPolicy"]
 
 _SPEC = f"{BASE}.spec"
+# The pod label naming a Kueue WorkloadPriorityClass (kueue.x-k8s.io/priority-class).
+WORKLOAD_PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
 
 
 @dataclass(frozen=True)
@@ -28,7 +32,8 @@ class TrialPolicy:
 
     # Namespaces whose trial templates may go beyond the restricted profile.
     privileged_namespaces: frozenset[str] = frozenset()
-    # PriorityClasses a template may name (`priorityClassName`).
+    # PriorityClasses a template may name (`priorityClassName`), and Kueue
+    # WorkloadPriorityClasses (its `kueue.x-k8s.io/priority-class` label).
     priority_classes: frozenset[str] = frozenset()
     # RuntimeClasses a template may name (`runtimeClassName`).
     runtime_classes: frozenset[str] = frozenset()
@@ -51,6 +56,18 @@ class TrialPolicy:
         spec = template.get("spec")
         if isinstance(spec, Mapping):
             problems += self._scheduling_problems(spec)
+        meta = template.get("metadata")
+        labels = meta.get("labels") if isinstance(meta, Mapping) else None
+        if isinstance(labels, Mapping):
+            problems += _listed(
+                labels.get(WORKLOAD_PRIORITY_LABEL),
+                self.priority_classes,
+                field=f'metadata.labels["{WORKLOAD_PRIORITY_LABEL}"]',
+                what="workload priority class",
+                value="operator.allowedPriorityClasses",
+                flag="--allow-priority-class",
+                base=BASE,
+            )
         return problems
 
     def _scheduling_problems(self, spec: Mapping[str, Any]) -> Iterator[str]:
@@ -91,12 +108,19 @@ class TrialPolicy:
 
 
 def _listed(
-    name: Any, allowed: frozenset[str], *, field: str, what: str, value: str, flag: str
+    name: Any,
+    allowed: frozenset[str],
+    *,
+    field: str,
+    what: str,
+    value: str,
+    flag: str,
+    base: str = _SPEC,
 ) -> Iterator[str]:
     if name in (None, "") or (isinstance(name, str) and name in allowed):
         return
     listed = ", ".join(sorted(allowed)) or "none"
     yield (
-        f"{_SPEC}.{field}: {name} is not an allowed {what} (allowed: {listed}); the cluster "
+        f"{base}.{field}: {name} is not an allowed {what} (allowed: {listed}); the cluster "
         f"admin lists them in the chart value {value} (passhat operator {flag} NAME)"
     )

@@ -17,7 +17,7 @@ authenticated user by the chart, so this review is the one gate.
 Paths (all GET; errors are Kubernetes `Status` objects):
 
     /apis, /apis/records.passhat.dev, /apis/records.passhat.dev/v1alpha1   discovery
-    .../v1alpha1/namespaces/NS/evals/NAME/trials[?uid=UID]                  EvalTrials JSON
+    .../v1alpha1/namespaces/NS/evals/NAME/trials[?uid=UID][&limit=N&continue=T] EvalTrials JSON
     .../v1alpha1/namespaces/NS/evals/NAME/transcript?task=ID&trial=N&attempt=A[&uid=UID]
     /healthz, /livez, /readyz                                               probes (no auth)
 
@@ -53,6 +53,7 @@ __all__ = [
     "AccessReviewer",
     "ClusterAccess",
     "KubeAccess",
+    "ReadSlots",
     "RecordsApi",
     "RecordsApiServer",
     "RequestHeaderConfig",
@@ -268,16 +269,58 @@ class AccessReviewer:
         return decision
 
 
+class ReadSlots:
+    """At most `total` record reads at once in the operator's process, at most `per_user`
+    of them one user's; a read that finds no slot is refused at once (429), never queued.
+
+    Why: a read builds the whole answer in memory and holds the GIL while it decodes and
+    encodes records (about 25 µs and 1 KiB a record; an eval may have 200,000 slots and
+    their retries), in the process that drives every namespace's evals. Unbounded, a
+    tenant allowed to read only their own namespace ran the operator out of memory with a
+    few parallel `kubectl passhat trials` of one big eval (docs/security.md)."""
+
+    def __init__(self, *, total: int = 2, per_user: int = 1) -> None:
+        self.total = total
+        self.per_user = per_user
+        self._busy: dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    def take(self, user: str) -> bool:
+        """Take a slot for `user`; False when none is free for them now."""
+        with self._lock:
+            if sum(self._busy.values()) >= self.total or self._busy.get(user, 0) >= self.per_user:
+                return False
+            self._busy[user] = self._busy.get(user, 0) + 1
+            return True
+
+    def give_back(self, user: str) -> None:
+        with self._lock:
+            left = self._busy.get(user, 0) - 1
+            if left > 0:
+                self._busy[user] = left
+            else:
+                self._busy.pop(user, None)
+
+
+# A refused read is asked to come back after this long (Retry-After).
+READ_RETRY_AFTER_S = 1
+# The most records one `trials` answer holds (`?limit=`, the default too); the rest come
+# with `?continue=` as Kubernetes lists do. About 14 MiB of the operator's memory a page
+# (bench/records_read.py: 2.8 KiB a record while the answer is built).
+PAGE_RECORDS = 5000
+
+
 # -- what they get ---------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
 class Response:
-    """An HTTP answer: status code, content type, body."""
+    """An HTTP answer: status code, content type, body (and extra headers)."""
 
     code: int
     content_type: str
     body: bytes
+    headers: tuple[tuple[str, str], ...] = ()
 
     @property
     def json(self) -> Any:
@@ -292,12 +335,19 @@ _REASONS = {
     404: "NotFound",
     405: "MethodNotAllowed",
     500: "InternalError",
+    429: "TooManyRequests",
     503: "ServiceUnavailable",
 }
 
 
-def status(code: int, message: str, *, name: str = "", kind: str = "evals") -> Response:
-    """A Kubernetes `Status` (failure) as kubectl prints it: `Error from server (...)`."""
+def status(
+    code: int, message: str, *, name: str = "", kind: str = "evals", retry_after: int = 0
+) -> Response:
+    """A Kubernetes `Status` (failure) as kubectl prints it: `Error from server (...)`;
+    with `retry_after`, `details.retryAfterSeconds` and the `Retry-After` header (429)."""
+    details: dict[str, Any] = {"group": GROUP, "kind": kind, **({"name": name} if name else {})}
+    if retry_after:
+        details["retryAfterSeconds"] = retry_after
     body: dict[str, Any] = {
         "kind": "Status",
         "apiVersion": "v1",
@@ -305,10 +355,15 @@ def status(code: int, message: str, *, name: str = "", kind: str = "evals") -> R
         "status": "Failure",
         "message": message,
         "reason": _REASONS.get(code, "Unknown"),
-        "details": {"group": GROUP, "kind": kind, **({"name": name} if name else {})},
+        "details": details,
         "code": code,
     }
-    return _json(code, body)
+    answer = _json(code, body)
+    if retry_after:
+        answer = Response(
+            answer.code, answer.content_type, answer.body, (("Retry-After", str(retry_after)),)
+        )
+    return answer
 
 
 def _json(code: int, body: Any) -> Response:
@@ -363,11 +418,13 @@ class RecordsApi:
         access: ClusterAccess,
         config: RequestHeaderConfig,
         reviewer: AccessReviewer | None = None,
+        slots: ReadSlots | None = None,
     ) -> None:
         self.store = store
         self.access = access
         self.config = config
         self.reviewer = reviewer if reviewer is not None else AccessReviewer(access)
+        self.slots = slots if slots is not None else ReadSlots()
 
     def handle(
         self,
@@ -424,6 +481,14 @@ class RecordsApi:
                 name=name,
             )
         query = urllib.parse.parse_qs(parsed.query)
+        if not self.slots.take(user.name):
+            return status(
+                429,
+                f"too many record reads in flight (at most {self.slots.total} at once, "
+                f"{self.slots.per_user} per user); retry in {READ_RETRY_AFTER_S} s",
+                name=name,
+                retry_after=READ_RETRY_AFTER_S,
+            )
         try:
             if sub == "trials":
                 return self._trials(namespace, name, query)
@@ -431,6 +496,8 @@ class RecordsApi:
         except StoreError as err:
             logger.warning("records api: %s", err)
             return status(503, f"the records store cannot answer now: {err}", name=name)
+        finally:
+            self.slots.give_back(user.name)
 
     # -- the reads ---------------------------------------------------------------------------
 
@@ -484,33 +551,55 @@ class RecordsApi:
         return layout, manifest, live
 
     def _trials(self, namespace: str, name: str, query: Mapping[str, list[str]]) -> Response:
+        try:
+            limit = int((query.get("limit") or [str(PAGE_RECORDS)])[0])
+        except ValueError:
+            limit = 0
+        if not 1 <= limit <= PAGE_RECORDS:
+            return status(400, f"limit: a number of records from 1 to {PAGE_RECORDS}", name=name)
+        after = (query.get("continue") or [""])[0]
         found = self._manifest(namespace, name, query)
         if isinstance(found, Response):
             return found
         layout, manifest, live = found
-        keyed = []
-        for key in self.store.list(layout.records_prefix):
-            position = StoreLayout.parse_record_key(key)
-            if position is None:
-                continue
-            record = _load(self.store.get(key))
-            if isinstance(record, dict):
-                keyed.append((position, record))
+        keyed, more = self._page(layout.records_prefix, after, limit)
         keyed.sort(key=lambda item: item[0])
+        meta: dict[str, Any] = {
+            "name": name,
+            "namespace": namespace,
+            "uid": layout.uid,
+            "creationTimestamp": manifest.get("creationTimestamp"),
+        }
+        if more:
+            meta["continue"] = more
         body = {
             "apiVersion": API_VERSION,
             "kind": "EvalTrials",
-            "metadata": {
-                "name": name,
-                "namespace": namespace,
-                "uid": layout.uid,
-                "creationTimestamp": manifest.get("creationTimestamp"),
-            },
+            "metadata": meta,
             "live": live,
             "eval": manifest,
             "records": [record for _, record in keyed],
         }
         return _json(200, body)
+
+    def _page(
+        self, prefix: str, after: str, limit: int
+    ) -> tuple[list[tuple[tuple[int, int, int], dict[str, Any]]], str]:
+        """Up to `limit` records whose keys come after `prefix + after` (store key order),
+        and the continue token ("" on the last page: the last key read, without prefix)."""
+        keyed: list[tuple[tuple[int, int, int], dict[str, Any]]] = []
+        last = ""
+        for key in self.store.list(prefix):
+            position = StoreLayout.parse_record_key(key)
+            if position is None or key[len(prefix) :] <= after:
+                continue
+            if len(keyed) == limit:
+                return keyed, last
+            record = _load(self.store.get(key))
+            last = key[len(prefix) :]
+            if isinstance(record, dict):
+                keyed.append((position, record))
+        return keyed, ""
 
     def _transcript(self, namespace: str, name: str, query: Mapping[str, list[str]]) -> Response:
         task_id = (query.get("task") or [""])[0]
@@ -648,6 +737,16 @@ def _handler(api: RecordsApi) -> type[BaseHTTPRequestHandler]:
         protocol_version = "HTTP/1.1"  # NB: keep-alive: the aggregator reuses connections
         timeout = 120  # idle keep-alive connections are closed after this
 
+        def setup(self) -> None:
+            super().setup()
+            cert = self.request.getpeercert() if isinstance(self.request, ssl.SSLSocket) else None
+            # NB: only the kube-apiserver's front proxy may keep a connection open (the
+            # port is open to every pod): any other peer gets one answer, within a short
+            # timeout, and the connection is closed
+            self.from_proxy = proxy_cert_allowed(cert, api.config)
+            if not self.from_proxy:
+                self.connection.settimeout(_TLSServer.handshake_timeout_s)
+
         def _serve(self) -> None:
             cert = self.request.getpeercert() if isinstance(self.request, ssl.SSLSocket) else None
             response = api.handle(self.command, self.path, self.headers, cert)
@@ -655,6 +754,11 @@ def _handler(api: RecordsApi) -> type[BaseHTTPRequestHandler]:
             self.send_header("Content-Type", response.content_type)
             self.send_header("Content-Length", str(len(response.body)))
             self.send_header("Cache-Control", "no-store")
+            if not self.from_proxy:
+                self.send_header("Connection", "close")
+                self.close_connection = True
+            for header, value in response.headers:
+                self.send_header(header, value)
             self.end_headers()
             if self.command != "HEAD":
                 self.wfile.write(response.body)
@@ -669,16 +773,42 @@ def _handler(api: RecordsApi) -> type[BaseHTTPRequestHandler]:
 
 class _TLSServer(ThreadingHTTPServer):
     """A threaded HTTPS server whose TLS handshakes run in the request threads (a slow
-    client never holds up the accept loop)."""
+    client never holds up the accept loop), with at most `max_connections` connections
+    (threads) at once: one more is closed as soon as it is accepted.
+
+    Why: the port is open to every pod (the kube-apiserver's address is not known to a
+    NetworkPolicy), and a thread per connection, unbounded, let any pod of any tenant
+    open thousands of idle connections, each a thread of the process that drives every
+    namespace's evals, until it ran out of memory or of its pid limit. A flood can still
+    keep the records API busy (reads then fail, 503 from the kube-apiserver), never the
+    operator."""
 
     daemon_threads = True
-    handshake_timeout_s = 10.0
+    handshake_timeout_s = 5.0
+    max_connections = 128
 
     def __init__(
         self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler], ctx: ssl.SSLContext
     ) -> None:
         self.ssl_context = ctx
+        self._connections = threading.BoundedSemaphore(self.max_connections)
         super().__init__(address, handler)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if not self._connections.acquire(blocking=False):
+            self.shutdown_request(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self._connections.release()
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._connections.release()
 
     def get_request(self) -> tuple[Any, Any]:
         sock, address = self.socket.accept()

@@ -11,7 +11,9 @@ printable line (a `RecordsApiError`, a `PasshatError`): the missing right for a 
 from __future__ import annotations
 
 import json
+import time
 import urllib.parse
+from collections.abc import Mapping
 from typing import Any, cast
 
 import urllib3
@@ -26,6 +28,10 @@ __all__ = ["UNAVAILABLE", "RecordsApiError", "RecordsClient"]
 UNAVAILABLE = (
     "the passhat records API is not available (is the operator installed with records enabled?)"
 )
+
+
+# How long a read is asked again while the records API is busy (429) before it fails.
+BUSY_WAIT_S = 60.0
 
 
 class RecordsApiError(PasshatError):
@@ -56,17 +62,25 @@ class RecordsClient:
         attempt). `uid` picks one of several evals of this name (default: the live one,
         else the newest archived). RecordsApiError when there are none or access is refused."""
         query = {"uid": uid} if uid else {}
-        code, raw = self._get(namespace, name, "trials", query)
-        body = _decode(raw)
-        if code != 200 or not isinstance(body, dict):
-            raise self._error(code, body, raw)
-        manifest = body.get("eval")
-        records = body.get("records")
-        if not isinstance(manifest, dict) or not isinstance(records, list):
-            raise RecordsApiError(
-                f"{namespace}/{name}: the records API answered without eval and records", code=code
-            )
-        return manifest, [cast(AttemptRecord, item) for item in records if isinstance(item, dict)]
+        records: list[AttemptRecord] = []
+        while True:
+            code, raw = self._get(namespace, name, "trials", query)
+            body = _decode(raw)
+            if code != 200 or not isinstance(body, dict):
+                raise self._error(code, body, raw)
+            manifest, page = body.get("eval"), body.get("records")
+            if not isinstance(manifest, dict) or not isinstance(page, list):
+                raise RecordsApiError(
+                    f"{namespace}/{name}: the records API answered without eval and records",
+                    code=code,
+                )
+            records += [cast(AttemptRecord, item) for item in page if isinstance(item, dict)]
+            meta = body.get("metadata") or {}
+            token = meta.get("continue") if isinstance(meta, dict) else None
+            if not token:
+                return manifest, _in_task_order(records, manifest)
+            # NB: every page of the same eval, also if one of its name is made meanwhile
+            query = {"uid": str(meta.get("uid") or uid or ""), "continue": str(token)}
 
     def transcript(
         self,
@@ -98,6 +112,20 @@ class RecordsClient:
     # -- the raw call ------------------------------------------------------------------------
 
     def _get(self, namespace: str, name: str, sub: str, query: dict[str, str]) -> tuple[int, bytes]:
+        """One read; while the server says too many reads are in flight (429: the records
+        API's read slots), asked again after its `retryAfterSeconds`, for up to a minute."""
+        deadline = time.monotonic() + BUSY_WAIT_S
+        while True:
+            code, raw = self._get_once(namespace, name, sub, query)
+            if code != 429 or time.monotonic() >= deadline:
+                return code, raw
+            body = _decode(raw)
+            after = (body.get("details") or {}).get("retryAfterSeconds") if _ours(body) else None
+            time.sleep(min(5.0, float(after)) if isinstance(after, int | float) and after else 1.0)
+
+    def _get_once(
+        self, namespace: str, name: str, sub: str, query: dict[str, str]
+    ) -> tuple[int, bytes]:
         quote = urllib.parse.quote
         path = (
             f"/apis/{GROUP}/{VERSION}/namespaces/{quote(namespace, safe='')}/evals/"
@@ -137,6 +165,23 @@ class RecordsClient:
         if code in (404, 503) and not _ours(body):
             return RecordsApiError(f"{UNAVAILABLE}: {message}", code=code)
         return RecordsApiError(message, code=code)
+
+
+def _in_task_order(
+    records: list[AttemptRecord], manifest: Mapping[str, Any]
+) -> list[AttemptRecord]:
+    """Records in task order (the spec's, `taskIds`), then trial, then attempt: each page
+    is, the pages follow the store's key order."""
+    tasks = manifest.get("taskIds")
+    index = {task: n for n, task in enumerate(tasks)} if isinstance(tasks, list) else {}
+    return sorted(
+        records,
+        key=lambda r: (
+            index.get(r.get("task_id"), len(index)),
+            r.get("trial", 0),
+            r.get("attempt", 0),
+        ),
+    )
 
 
 def _decode(raw: bytes) -> Any:

@@ -13,16 +13,18 @@ import argparse
 import contextlib
 import os
 import sys
-from collections.abc import Collection, Iterator, Sequence
-from typing import TYPE_CHECKING, TypeAlias
+from collections.abc import Collection, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from passhat.api.errors import UsageError
 from passhat.records.layout import RESULTS, transcript_relpath
 from passhat.records.record import AttemptRecord, infra_errors_by_reason
 
 if TYPE_CHECKING:
+    from passhat.api.spec import EvalSpec
     from passhat.operator.records_source import ClusterSource
     from passhat.records.source import Source
+    from passhat.stats import TaskTally
 
 __all__ = [
     "add_regrade_parser",
@@ -230,6 +232,17 @@ def _positive(text: str) -> int:
     return value
 
 
+def _times(text: str) -> int:
+    """--times: one grading per transcript cannot disagree with itself, so at least 2
+    (the same word as passhat.grading.regrade's check, whichever sees 0 or 1 first)."""
+    value = _non_negative(text)
+    if value < 2:
+        raise argparse.ArgumentTypeError(
+            f"must be at least 2 (noise needs two gradings), got {value}"
+        )
+    return value
+
+
 def _seconds(text: str) -> float:
     try:
         value = float(text)
@@ -294,7 +307,7 @@ def add_regrade_parser(subparsers: Subparsers) -> None:
         "--sample", metavar="N", type=_positive, help="graded attempts to sample (default: all)"
     )
     parser.add_argument(
-        "--times", metavar="R", type=_positive, default=3, help="gradings of each (3)"
+        "--times", metavar="R", type=_times, default=3, help="gradings of each, 2 or more (3)"
     )
     parser.add_argument("--seed", metavar="S", type=int, default=0, help="sampling seed (0)")
     parser.add_argument(
@@ -312,7 +325,9 @@ def add_regrade_parser(subparsers: Subparsers) -> None:
         help=f"seconds one grading may take before it is killed, a grader error "
         f"({DEFAULT_TIMEOUT_S:g})",
     )
-    parser.add_argument("--format", choices=("text", "json"), default="text")
+    parser.add_argument(
+        "--format", choices=("text", "json"), default="text", help="report format (text)"
+    )
     parser.set_defaults(func=_regrade)
 
 
@@ -333,6 +348,8 @@ def write_report_bundle(
     from passhat.report import build_report, render_report
     from passhat.report.commands import report_intervals
     from passhat.stats import tally
+    from passhat.trials.strips import strips_of
+    from passhat.trials.usage import summarize_usage
 
     def render_html(records: Sequence[AttemptRecord], present: Collection[str]) -> str:
         tallies = tally((r["task_id"], r["outcome"]) for r in records)
@@ -342,6 +359,8 @@ def write_report_bundle(
             title=args.title or source.title,
             intervals=report_intervals(tallies, ks, args),
             infra_by_reason=infra_errors_by_reason(records),
+            strips=strips_of((r["task_id"], r["trial"], r["outcome"]) for r in records),
+            usage=summarize_usage(records),
         )
         flaky = {row.task_id for row in report.flaky}
         links = transcript_links(records, tasks=flaky, present=present)
@@ -372,13 +391,16 @@ def report_archived_eval(dest: str, *, name: str, namespace: str, args: argparse
     """`passhat report NAME --bundle DIR` of an eval that is gone: the report and the
     bundle of its archived records (the newest incarnation's)."""
     from passhat.api.load import parse_spec
+    from passhat.operator.command import resolve_level
     from passhat.operator.records_source import cluster_source
     from passhat.report.commands import output_report
     from passhat.stats import tally
+    from passhat.trials.strips import strips_of
 
     source = cluster_source(name, namespace=namespace, kubeconfig=args.kubeconfig)
     records = source.records()
     spec = parse_spec(source.manifest.get("spec"))
+    resolve_level(args, spec)
     ks = sorted(set(args.k or spec.report_ks))
     too_big = [k for k in ks if k > spec.trials]
     if too_big:
@@ -389,12 +411,39 @@ def report_archived_eval(dest: str, *, name: str, namespace: str, args: argparse
         file=sys.stderr,
     )
     title = args.title or f"{source.title}: deleted, {len(records)} archived attempts"
-    code = output_report(
-        tally((r["task_id"], r["outcome"]) for r in records),
+    tallies = tally((r["task_id"], r["outcome"]) for r in records)
+    output_report(
+        tallies,
         ks,
         args,
         title=title,
         infra_by_reason=infra_errors_by_reason(records),
+        strips=strips_of((r["task_id"], r["trial"], r["outcome"]) for r in records),
     )
     write_report_bundle(dest, source=source, ks=ks, args=args, ledger_attempts=None)
-    return code
+    return _archived_exit_code(spec, source.manifest, records, tallies)
+
+
+def _archived_exit_code(
+    spec: EvalSpec,
+    manifest: Mapping[str, Any],
+    records: Sequence[AttemptRecord],
+    tallies: Sequence[TaskTally],
+) -> int:
+    """A deleted eval has no conditions left: its code comes from its archived records,
+    as the operator would have decided it. Every slot (the manifest's task ids x trials)
+    settled by a final record: the gate on the records (0/1, 0 without a gate); else 3."""
+    from passhat.api.gate import EXIT_GATE_FAILED, EXIT_NOT_FINISHED, EXIT_PASSED, evaluate_gate
+
+    task_ids = manifest.get("taskIds") or []
+    settled = {(r["task_id"], r["trial"]) for r in records if r.get("final")}
+    if not task_ids or len(settled) < len(task_ids) * spec.trials:
+        return EXIT_NOT_FINISHED
+    if spec.gate is None:
+        return EXIT_PASSED
+    verdict = evaluate_gate(spec.gate, tallies)
+    print(
+        f"passhat: gate {'passed' if verdict.passed else 'FAILED'}: {verdict.describe()}",
+        file=sys.stderr,
+    )
+    return EXIT_PASSED if verdict.passed else EXIT_GATE_FAILED

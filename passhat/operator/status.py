@@ -15,15 +15,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from passhat.api import conditions as cond
+from passhat.api.gate import GATE_SEED, evaluate_gate
 from passhat.api.spec import EvalSpec
 from passhat.api.status import (
     PHASE_FAILED,
     PHASE_PENDING,
     PHASE_RUNNING,
     PHASE_SUCCEEDED,
+    build_display,
     build_summary,
 )
-from passhat.stats import KSummary, summarize, summarize_many
+from passhat.stats import bootstrap, summarize_many
 from passhat.trials.ledger import SlotLedger
 
 __all__ = [
@@ -34,12 +36,6 @@ __all__ = [
     "infra_errors_by_reason",
     "is_terminal",
 ]
-
-_METRIC_FIELD = {
-    "passHatK": "pass_hat_k",
-    "passAtK": "pass_at_k",
-    "meanPassRate": "mean_pass_rate",
-}
 
 
 def condition_status(status: Mapping[str, Any], kind: str) -> str | None:
@@ -52,11 +48,15 @@ def condition_status(status: Mapping[str, Any], kind: str) -> str | None:
 
 
 def is_terminal(status: Mapping[str, Any]) -> bool:
-    """Whether the eval is finished for good: complete, failed (its deadline passed), or
-    stopped by a ConfigError."""
+    """Whether the eval is finished for good: complete, failed (its deadline passed),
+    stopped by a drain or its budget, or stopped by a ConfigError."""
     if condition_status(status, cond.COMPLETE) == "True":
         return True
+    if condition_status(status, cond.BUDGET_EXHAUSTED) == "True":
+        return True
     if condition_status(status, cond.FAILED) == "True":
+        return True
+    if condition_status(status, cond.STOPPED) == "True":
         return True
     return status.get("phase") == PHASE_FAILED and (
         condition_status(status, cond.CONFIG_ERROR) == "True"
@@ -84,6 +84,14 @@ class StatusInputs:
     archive_error: str | None = None
     # status.taskSources: the tasksFrom ConfigMaps as pinned at the start (taskpin.py).
     task_sources: Sequence[Mapping[str, Any]] = ()
+    # Live attempts whose pod waits for admission (Kueue's scheduling gate, queueing.py).
+    waiting: int = 0
+    # status.graderCheck (gradercheck.py), once the stability check started, and its
+    # GraderStable condition as (status, reason, message).
+    grader_check: Mapping[str, Any] | None = None
+    grader_condition: tuple[str, str, str] | None = None
+    # The suite the eval is a run of (passhat.api.suite.suite_of), None when none.
+    suite: str | None = None
 
 
 def _conditions(previous: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -111,21 +119,6 @@ def _set(
     )
 
 
-def _gate(spec: EvalSpec, by_k: Sequence[KSummary], tallies: Any) -> dict[str, Any] | None:
-    if spec.gate is None:
-        return None
-    gate = spec.gate
-    summary = next((s for s in by_k if s.k == gate.k), None) or summarize(tallies, gate.k)
-    value = float(getattr(summary, _METRIC_FIELD[gate.metric]))
-    return {
-        "metric": gate.metric,
-        "k": gate.k,
-        "min": gate.min,
-        "value": value,
-        "passed": value >= gate.min,
-    }
-
-
 def build_status(inputs: StatusInputs) -> dict[str, Any]:
     """The whole `status` of an eval after a pass (camelCase, as written)."""
     spec, ledger, previous, now = inputs.spec, inputs.ledger, inputs.previous, inputs.now
@@ -135,25 +128,60 @@ def build_status(inputs: StatusInputs) -> dict[str, Any]:
     first, last = min(by_k, key=lambda s: s.k), max(by_k, key=lambda s: s.k)
     attempts = sum(t.attempts for t in tallies)
     infra_rate = first.infra_error_rate
-    gate = _gate(spec, by_k, tallies)
+    # NB: one seeded draw at the gate's confidence: the status, the metrics and a
+    # lowerBound gate show the same bounds, and a rewrite from the same ledger is equal
+    level = spec.gate.confidence if spec.gate is not None else 0.95
+    interval_ks = sorted({*ks, *([spec.gate.k] if spec.gate is not None else [])})
+    intervals = bootstrap(tallies, interval_ks, seed=GATE_SEED, level=level)
+    verdict = evaluate_gate(spec.gate, tallies, intervals=intervals) if spec.gate else None
+    gate = verdict.as_status() if verdict is not None else None
+    # NB: with a stability check, an eval is complete only once the check ended, and its
+    # gate passes only on a stable grader (a gate passed on grader noise means nothing)
+    checking = spec.grading.stability_check is not None
+    check = inputs.grader_check
+    check_done = check is not None and check.get("phase") == "Done"
+    stable = bool(check.get("stable")) if check is not None and check_done else None
+    metric_met = bool(gate["passed"]) if gate is not None else False
+    if gate is not None and checking:
+        gate["passed"] = metric_met and stable is True
+        if stable is not None:
+            gate["graderStable"] = stable
     # NB: with a record store, an eval is complete only once every record is in it.
-    complete = ledger.complete and inputs.archive_waiting == 0
+    complete = ledger.complete and inputs.archive_waiting == 0 and (not checking or check_done)
     running = min(inputs.running, ledger.pending)
+    waiting = min(inputs.waiting, ledger.pending - running)
     generation = inputs.generation
 
     conditions = _conditions(previous)
     final_message = f"{ledger.done}/{ledger.slots} trial slots final"
-    if ledger.complete and not complete:
+    reason = cond.REASON_ALL_FINAL if complete else cond.REASON_RUNNING
+    if ledger.complete and inputs.archive_waiting:
         final_message += f"; {inputs.archive_waiting} attempts wait to be archived"
+    elif ledger.complete and not complete:
+        reason = cond.REASON_CHECKING_GRADER
+        final_message += "; the grader stability check runs"
+        if check is not None:
+            final_message += f" ({check.get('doneGradings')}/{check.get('gradings')} gradings)"
     conditions = _set(
         conditions,
         cond.COMPLETE,
         complete,
-        cond.REASON_ALL_FINAL if complete else cond.REASON_RUNNING,
+        reason,
         final_message,
         generation=generation,
         now=now,
     )
+    if inputs.grader_condition is not None:
+        value, why, text = inputs.grader_condition
+        conditions = cond.set_condition(
+            conditions,
+            cond.GRADER_STABLE,
+            value,
+            why,
+            text,
+            generation=generation,
+            now=cond.timestamp(now),
+        )
     conditions = _archive_condition(conditions, inputs, previous)
     if attempts:
         high = infra_rate > inputs.infra_error_threshold
@@ -167,12 +195,17 @@ def build_status(inputs: StatusInputs) -> dict[str, Any]:
             now=now,
         )
     if gate is not None and complete:
+        gate_reason = cond.REASON_GATE_MET if gate["passed"] else cond.REASON_GATE_MISSED
+        gate_message = verdict.describe() if verdict is not None else ""
+        if metric_met and not gate["passed"]:
+            gate_reason = cond.REASON_GRADER_UNSTABLE
+            gate_message += "; but the grader is not stable (condition GraderStable)"
         conditions = _set(
             conditions,
             cond.GATE_PASSED,
             bool(gate["passed"]),
-            cond.REASON_GATE_MET if gate["passed"] else cond.REASON_GATE_MISSED,
-            f"{gate['metric']} at k={gate['k']} is {gate['value']:.4f} (min {gate['min']:g})",
+            gate_reason,
+            gate_message,
             generation=generation,
             now=now,
         )
@@ -188,12 +221,21 @@ def build_status(inputs: StatusInputs) -> dict[str, Any]:
         )
 
     if complete:
-        phase = PHASE_FAILED if gate is not None and not gate["passed"] else PHASE_SUCCEEDED
+        # NB: a missed gate is a verdict, not a failed run: GatePassed=False says it
+        # (a Job's Failed means it could not finish; docs/operator.md#phases-and-conditions)
+        phase = PHASE_SUCCEEDED
     elif ledger.done or ledger.retries or running or ledger.complete:
         phase = PHASE_RUNNING
     else:
         phase = PHASE_PENDING
 
+    summary = build_summary(
+        by_k,
+        headline_k=spec.gate.k if spec.gate is not None else last.k,
+        infra_error_rate=infra_rate,
+        infra_errors_by_reason=inputs.infra_errors_by_reason,
+        intervals=[i for i in intervals if i.k in ks],
+    )
     status: dict[str, Any] = {
         "phase": phase,
         "observedGeneration": generation,
@@ -201,26 +243,32 @@ def build_status(inputs: StatusInputs) -> dict[str, Any]:
         "progress": {
             "done": ledger.done,
             "running": running,
-            "pending": ledger.pending - running,
+            "waiting": waiting,
+            "pending": ledger.pending - running - waiting,
             "retries": ledger.retries,
         },
-        "summary": build_summary(
-            by_k,
-            headline_k=spec.gate.k if spec.gate is not None else last.k,
-            infra_error_rate=infra_rate,
-            infra_errors_by_reason=inputs.infra_errors_by_reason,
-        ),
+        "summary": summary,
         "flaky": first.flaky[: inputs.max_listed],
         "flakyCount": len(first.flaky),
         "needMoreTrials": last.need_more_trials[: inputs.max_listed],
         "needMoreTrialsCount": len(last.need_more_trials),
         "conditions": conditions,
         "ledger": ledger.pack(),
+        "display": build_display(
+            done=ledger.done,
+            slots=ledger.slots,
+            summary=summary,
+            gate_passed=bool(gate["passed"]) if gate is not None and complete else None,
+        ),
     }
     if gate is not None:
         status["gate"] = gate
+    if check is not None:
+        status["graderCheck"] = dict(check)
     if inputs.task_sources:
         status["taskSources"] = [dict(pin) for pin in inputs.task_sources]
+    if inputs.suite is not None:
+        status["suite"] = inputs.suite
     if complete:
         status["completionTime"] = previous.get("completionTime") or cond.timestamp(now)
     return status
@@ -297,6 +345,8 @@ def config_error_status(
     if terminal and isinstance(progress, Mapping):
         # NB: a stopped eval's pods are all let go (live ones deleted): none runs any more
         status["progress"] = {**progress, "running": 0}
+        if "waiting" in progress:
+            status["progress"]["waiting"] = 0
     status["observedGeneration"] = generation
     status["message"] = message
     status["conditions"] = _set(

@@ -61,13 +61,32 @@ def jsonl(records: Iterable[AttemptRecord]) -> str:
     return "".join(json.dumps(record) + "\n" for record in records)
 
 
+def _umask() -> int:
+    """The process's umask, read without changing it (os.umask sets it, and the bundle's
+    fetcher threads create files meanwhile): /proc/self/status has it since Linux 4.7."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0o022
+
+
 def write_file(path: str, data: bytes) -> None:
-    """Write `data` to `path` whole (a temporary file renamed into place); InputError if not."""
+    """Write `data` to `path` whole (a temporary file renamed into place); InputError if not.
+
+    The file gets the mode `open()` would give it (0666 less the umask), not mkstemp's
+    0600: a report.html or run.json readable by the owner only was the odd one out in a
+    run directory whose trials.jsonl and transcripts the team (or CI's web server) reads.
+    """
     directory = os.path.dirname(path) or "."
     try:
         os.makedirs(directory, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-")
         try:
+            os.fchmod(fd, 0o666 & ~_umask())
             with os.fdopen(fd, "wb") as handle:
                 handle.write(data)
             os.replace(tmp, path)

@@ -56,6 +56,14 @@ class AttemptRecord(TypedDict, total=False):
     log_bytes: int
     log_truncated: bool
     result: dict[str, Any] | None
+    # What the attempt reported it spent and used (passhat.trials.usage), when it did;
+    # on a cluster these are read from `result`.
+    usage: dict[str, int]
+    cost_usd: float
+    metrics: dict[str, float]
+    spend_error: str
+    resources: dict[str, Any]
+    result_error: str  # passhat run: why $PASSHAT_RESULT was ignored (not a result JSON)
 
 
 def infra_errors_by_reason(records: Iterable[Mapping[str, Any]]) -> dict[str, int]:

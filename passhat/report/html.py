@@ -11,7 +11,8 @@ from html import escape
 from urllib.parse import quote
 
 from passhat.report.model import Report, TaskRow
-from passhat.report.numbers import K_COLUMNS, by_reason, k_cells, pct
+from passhat.report.numbers import K_COLUMNS, STRIP_MAX, by_reason, k_cells, pct
+from passhat.report.spend import spend_line, task_spend_lines
 from passhat.report.svg import curve_svg
 
 __all__ = ["render_html"]
@@ -30,7 +31,17 @@ td.task { font-family: ui-monospace, monospace; }
 td.links { text-align: left; font-size: 0.85rem; }
 td.links a { margin-right: 0.5rem; white-space: nowrap; }
 .note { color: #6b7280; font-size: 0.85rem; }
+td.trials { text-align: left; white-space: nowrap; font-size: 0.75rem; color: #6b7280; }
+.strip i { display: inline-block; width: 0.5rem; height: 0.9rem; margin-right: 1px;
+  vertical-align: middle; }
+.strip i.pass { background: #16a34a; }
+.strip i.fail { background: #dc2626; }
+.strip i.infra { background: #f59e0b; }
+.strip i.pending { background: #e5e7eb; }
 """
+
+# The CSS class of each trial mark (passhat.trials.strips).
+_MARK_CLASS = {"+": "pass", "-": "fail", "!": "infra", ".": "pending"}
 
 
 def _metric(label: str, value: str, css: str = "") -> str:
@@ -46,14 +57,35 @@ def _links(links: Sequence[tuple[str, str]]) -> str:
     )
 
 
+def _strip(marks: str) -> str:
+    """A task's trials as coloured cells in trial order (titled for a mouse-over)."""
+    shown = marks[:STRIP_MAX]
+    cells = "".join(
+        f'<i class="{_MARK_CLASS.get(m, "infra")}" title="trial {i}: '
+        f'{_MARK_CLASS.get(m, "infra")}"></i>'
+        for i, m in enumerate(shown)
+    )
+    more = f" +{len(marks) - STRIP_MAX}" if len(marks) > STRIP_MAX else ""
+    counts = ", ".join(
+        f"{marks.count(mark)} {name}" for mark, name in _MARK_CLASS.items() if mark in marks
+    )
+    return f'<span class="strip" role="img" aria-label="{counts}">{cells}</span>{more}'
+
+
 def _task_table(
     rows: list[TaskRow], links: Mapping[str, Sequence[tuple[str, str]]] | None = None
 ) -> str:
-    names = ["task", "passed", "pass rate", "infra errors"] + (["transcripts"] if links else [])
+    strips = any(r.trials for r in rows)
+    names = (
+        ["task", "passed", "pass rate", "infra errors"]
+        + (["trials"] if strips else [])
+        + (["transcripts"] if links else [])
+    )
     head = "".join(f"<th>{h}</th>" for h in names)
     body = "".join(
         f'<tr><td class="task">{escape(r.task_id)}</td><td>{r.passed}/{r.graded}</td>'
         f"<td>{pct(r.pass_rate)}</td><td>{r.infra_errors}</td>"
+        + (f'<td class="trials">{_strip(r.trials)}</td>' if strips else "")
         + (f'<td class="links">{_links(links.get(r.task_id, ()))}</td>' if links else "")
         + "</tr>"
         for r in rows
@@ -81,15 +113,31 @@ def render_html(report: Report) -> str:
             _metric(f"infra errors ({report.attempts} attempts)", pct(report.infra_error_rate)),
             "</div>",
         ]
+    if report.coverage:
+        parts.append(f'<p class="note">{escape(report.coverage)}</p>')
     if report.infra_by_reason:
         parts.append(f'<p class="note">{escape(by_reason(report.infra_by_reason))}</p>')
+    if report.usage is not None:
+        parts.append(f'<p class="note">{escape(spend_line(report.usage, report.attempts))}</p>')
     flaky = report.flaky
+    if any(r.trials for r in report.tasks):
+        parts.append(
+            '<p class="note">Trials in trial order: <span class="strip"><i class="pass"></i>'
+            '</span> pass <span class="strip"><i class="fail"></i></span> fail '
+            '<span class="strip"><i class="infra"></i></span> infra error '
+            '<span class="strip"><i class="pending"></i></span> not final</p>'
+        )
     if flaky:
         parts.append(f"<h2>Flaky tasks ({len(flaky)}), most inconsistent first</h2>")
         parts.append(_task_table(flaky, report.transcripts))
     body = "".join(
         "<tr>"
-        + "".join(f"<td>{escape(c)}</td>" for c in k_cells(s, report.intervals_at(s.k)))
+        + "".join(
+            f"<td>{escape(c)}</td>"
+            for c in k_cells(
+                s, report.intervals_at(s.k), mean_interval=report.mean_interval_at(s.k)
+            )
+        )
         + "</tr>"
         for s in report.summaries
     )
@@ -112,5 +160,11 @@ def render_html(report: Report) -> str:
     if steady:
         parts.append(f"<h2>Other tasks ({len(steady)})</h2>")
         parts.append(_task_table(steady))
+    spent = task_spend_lines(report.usage) if report.usage is not None else []
+    if spent:
+        items = "".join(f"<li>{escape(line)}</li>" for line in spent)
+        parts.append(
+            f"<details><summary>Spend per task, costliest first</summary><ul>{items}</ul></details>"
+        )
     parts.append("</body></html>")
     return "\n".join(parts) + "\n"

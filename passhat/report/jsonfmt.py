@@ -15,10 +15,13 @@ def render_json(report: Report) -> str:
 
 
 def render_json_full(report: Report) -> str:
-    """An object: `by_k` (the eight-key array), `infra_errors_by_reason` (`{}` when the input
-    had no reasons), `intervals`, `tasks` (flaky first), `curve`."""
+    """An object: `by_k` (the eight-key array), `coverage` (why the headline pass^k covers
+        fewer tasks than the run has, or null), `infra_errors_by_reason` (`{}` when the input
+        had no reasons), `intervals`, `tasks` (flaky first), `curve`, `usage` (what the attempts
+    spent and used, per eval and per task; null when nothing was reported or measured)."""
     document = {
         "title": report.title,
+        "coverage": report.coverage,
         "by_k": [s.as_json() for s in report.summaries],
         "infra_error_rate": report.infra_error_rate,
         "infra_errors_by_reason": report.infra_by_reason,
@@ -34,5 +37,6 @@ def render_json_full(report: Report) -> str:
             }
             for p in report.curve
         ],
+        "usage": report.usage.as_json() if report.usage is not None else None,
     }
     return json.dumps(document, indent=2) + "\n"

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from passhat.report.model import Report
-from passhat.report.numbers import K_COLUMNS, by_reason, headline, k_cells, pct
+from passhat.report.numbers import K_COLUMNS, by_reason, headline, k_cells, pct, strip_text
+from passhat.report.spend import spend_line, task_spend_lines
 
 __all__ = ["render_markdown"]
 
@@ -26,14 +27,22 @@ def render_markdown(report: Report) -> str:
             f"of {report.attempts} attempts",
             "",
         ]
+    if report.coverage:
+        lines += [_escape(report.coverage), ""]
     if report.infra_by_reason:
         lines += [_escape(by_reason(report.infra_by_reason)), ""]
+    if report.usage is not None:
+        lines += [_escape(spend_line(report.usage, report.attempts)), ""]
     flaky = report.flaky
     if flaky:
-        table = ["| task | passed | pass rate | infra errors |", "|---|---:|---:|---:|"]
+        strips = any(r.trials for r in flaky)
+        table = [
+            "| task | passed | pass rate | infra errors |" + (" trials |" if strips else ""),
+            "|---|---:|---:|---:|" + ("---|" if strips else ""),
+        ]
         table += [
             f"| `{_escape(r.task_id)}` | {r.passed}/{r.graded} | {pct(r.pass_rate)} "
-            f"| {r.infra_errors} |"
+            f"| {r.infra_errors} |" + (f" `{strip_text(r.trials)}` |" if strips else "")
             for r in flaky
         ]
         heading = f"Flaky tasks ({len(flaky)}), most inconsistent first"
@@ -48,7 +57,12 @@ def render_markdown(report: Report) -> str:
         "|" + "---:|" * len(K_COLUMNS),
     ]
     lines += [
-        "| " + " | ".join(k_cells(s, report.intervals_at(s.k))) + " |" for s in report.summaries
+        "| "
+        + " | ".join(
+            k_cells(s, report.intervals_at(s.k), mean_interval=report.mean_interval_at(s.k))
+        )
+        + " |"
+        for s in report.summaries
     ]
     if report.intervals:
         lines += ["", f"_{100 * report.intervals[0].level:g}% bootstrap intervals over tasks._"]
@@ -56,4 +70,9 @@ def render_markdown(report: Report) -> str:
         if s.need_more_trials:
             ids = ", ".join(f"`{_escape(t)}`" for t in s.need_more_trials)
             lines += ["", f"Need more trials for k={s.k} ({len(s.need_more_trials)}): {ids}"]
+    spent = task_spend_lines(report.usage) if report.usage is not None else []
+    if spent:
+        lines += ["", "<details><summary>Spend per task, costliest first</summary>", ""]
+        lines += [f"- {_escape(line)}" for line in spent]
+        lines += ["", "</details>"]
     return "\n".join(lines) + "\n"

@@ -16,7 +16,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from passhat.stats import KIntervals, KSummary, TaskTally, summarize, summarize_many
+from passhat.stats.bootstrap import Interval
 from passhat.stats.summary import flaky_order
+from passhat.trials.usage import UsageSummary
 
 __all__ = ["CurvePoint", "Report", "TaskRow", "build_report", "curve_ks"]
 
@@ -43,6 +45,8 @@ class TaskRow:
     graded: int
     infra_errors: int
     flaky: bool
+    # one mark per trial in trial order (passhat.trials.strips; empty: not known)
+    trials: str = ""
 
     @property
     def pass_rate(self) -> float:
@@ -75,12 +79,36 @@ class Report:
     infra_by_reason: dict[str, int] = field(default_factory=dict)
     # task id -> (label, relative href) of each of its transcripts (empty: no links)
     transcripts: Mapping[str, Sequence[tuple[str, str]]] = field(default_factory=dict)
+    # what the attempts spent and used (None: the input says nothing of it)
+    usage: UsageSummary | None = None
 
     @property
     def headline(self) -> KSummary | None:
         """The summary at the largest k with a scored task: its mean vs pass^k gap leads."""
         scored = [s for s in self.summaries if s.tasks_scored]
         return max(scored, key=lambda s: s.k) if scored else None
+
+    @property
+    def coverage(self) -> str | None:
+        """Why the headline pass^k covers fewer than all tasks, None when it covers all.
+
+        A task with fewer than k graded trials is out of pass^k; when infra errors put it
+        there (its attempts would have reached k), a reader must know the headline is
+        over fewer tasks than the run had, not the suite.
+        """
+        top = self.headline
+        if top is None or top.tasks_scored == len(self.tasks):
+            return None
+        short = [row for row in self.tasks if row.graded < top.k]
+        by_infra = sum(1 for row in short if row.graded + row.infra_errors >= top.k)
+        has = "task has" if len(short) == 1 else "tasks have"
+        text = (
+            f"pass^{top.k} covers {top.tasks_scored} of {len(self.tasks)} tasks: "
+            f"{len(short)} {has} fewer than {top.k} graded trials"
+        )
+        if by_infra:
+            text += f", {by_infra} of them because of infra errors"
+        return text + " (need more trials)"
 
     @property
     def flaky(self) -> list[TaskRow]:
@@ -100,6 +128,19 @@ class Report:
                 return interval
         return None
 
+    def mean_interval_at(self, k: int) -> Interval | None:
+        """The mean pass rate's interval in the row of k: ONE figure for every k that
+        scores the same tasks (the mean is then the same number), the smallest such k's.
+
+        NB: bootstrap() draws each k with its own generator, so its mean intervals differ
+        by k for the same mean; showing one per k read as different uncertainties."""
+        rows = {s.k: s for s in self.summaries}
+        if k not in rows:
+            return None
+        same = [s.k for s in self.summaries if s.tasks_scored == rows[k].tasks_scored]
+        own = self.intervals_at(min(same))
+        return own.mean_pass_rate if own is not None else None
+
 
 def curve_ks(max_trials: int) -> list[int]:
     """Every k from 1 to max_trials, or about 64 spread ones (1 and max_trials included)."""
@@ -117,19 +158,30 @@ def build_report(
     intervals: Sequence[KIntervals] | None = None,
     infra_by_reason: Mapping[str, int] | None = None,
     transcripts: Mapping[str, Sequence[tuple[str, str]]] | None = None,
+    strips: Mapping[str, str] | None = None,
+    usage: UsageSummary | None = None,
 ) -> Report:
     """The report of these tallies at these ks (ValueError for a k below 1).
 
     `infra_by_reason`: infra-error attempts per reason, shown when given and not empty;
     `transcripts`: per task id, (label, relative href) links the HTML report shows beside
-    the flaky tasks.
+    the flaky tasks; `strips`: per task id, its trials' marks in trial order
+    (passhat.trials.strips), shown beside each task; `usage`: what the attempts spent
+    (passhat.trials.usage), shown when any attempt reported or was measured.
     """
     summaries = summarize_many(tallies, ks)
     flaky = flaky_order(tallies)
     flaky_ids = {t.task_id for t in flaky}
     ordered = flaky + [t for t in tallies if t.task_id not in flaky_ids]
     rows = [
-        TaskRow(t.task_id, t.passed, t.graded, t.infra_errors, t.task_id in flaky_ids)
+        TaskRow(
+            t.task_id,
+            t.passed,
+            t.graded,
+            t.infra_errors,
+            t.task_id in flaky_ids,
+            (strips or {}).get(t.task_id, ""),
+        )
         for t in ordered
     ]
     max_graded = max((t.graded for t in tallies), default=0)
@@ -146,4 +198,5 @@ def build_report(
         attempts=sum(t.attempts for t in tallies),
         infra_by_reason=dict(infra_by_reason or {}),
         transcripts=dict(transcripts or {}),
+        usage=usage if usage is not None and not usage.empty else None,
     )

@@ -3,8 +3,21 @@
 from __future__ import annotations
 
 from passhat.stats import KIntervals, KSummary
+from passhat.stats.bootstrap import Interval
 
-__all__ = ["K_COLUMNS", "by_reason", "cell", "headline", "k_cells", "pct"]
+__all__ = [
+    "K_COLUMNS",
+    "STRIP_MAX",
+    "by_reason",
+    "cell",
+    "headline",
+    "k_cells",
+    "pct",
+    "strip_text",
+]
+
+# A strip longer than this shows its first trials and how many more.
+STRIP_MAX = 64
 
 # The columns of the per-k table, the same in every human format.
 K_COLUMNS = ("k", "tasks", "mean", "pass@k", "pass^k", "flaky", "need more trials")
@@ -15,11 +28,15 @@ def pct(value: float) -> str:
     return f"{100.0 * value:.1f}%"
 
 
-def cell(value: float, intervals: KIntervals | None, name: str) -> str:
-    """`53.6%`, or `53.6% [35.0–72.1]` when intervals were computed."""
-    if intervals is None:
+def cell(
+    value: float, intervals: KIntervals | None, name: str, *, interval: Interval | None = None
+) -> str:
+    """`53.6%`, or `53.6% [35.0–72.1]` when intervals were computed (`interval`, when
+    given, instead of the one in `intervals`)."""
+    if interval is None and intervals is not None:
+        interval = getattr(intervals, name)
+    if interval is None:
         return pct(value)
-    interval = getattr(intervals, name)
     return f"{pct(value)} [{100.0 * interval.low:.1f}–{100.0 * interval.high:.1f}]"
 
 
@@ -37,14 +54,24 @@ def by_reason(counts: dict[str, int]) -> str:
     return "infra errors by reason: " + ", ".join(f"{r} {n}" for r, n in counts.items())
 
 
-def k_cells(summary: KSummary, intervals: KIntervals | None) -> tuple[str, ...]:
-    """One row of the per-k table, in K_COLUMNS order."""
+def k_cells(
+    summary: KSummary, intervals: KIntervals | None, *, mean_interval: Interval | None = None
+) -> tuple[str, ...]:
+    """One row of the per-k table, in K_COLUMNS order (`mean_interval`: the mean's one
+    interval, Report.mean_interval_at)."""
     return (
         str(summary.k),
         str(summary.tasks_scored),
-        cell(summary.mean_pass_rate, intervals, "mean_pass_rate"),
+        cell(summary.mean_pass_rate, intervals, "mean_pass_rate", interval=mean_interval),
         cell(summary.pass_at_k, intervals, "pass_at_k"),
         cell(summary.pass_hat_k, intervals, "pass_hat_k"),
         str(len(summary.flaky)),
         str(len(summary.need_more_trials)),
     )
+
+
+def strip_text(marks: str, limit: int = STRIP_MAX) -> str:
+    """A task's trial marks as text: `++-+!` (cut at `limit` with `… +N`)."""
+    if len(marks) <= limit:
+        return marks
+    return f"{marks[:limit]}… +{len(marks) - limit}"

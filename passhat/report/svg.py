@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from html import escape
 
 from passhat.report.model import CurvePoint
 
-__all__ = ["curve_svg"]
+__all__ = ["curve_svg", "legend", "percent_grid"]
 
 WIDTH, HEIGHT = 640, 300
 LEFT, RIGHT, TOP, BOTTOM = 52, 150, 16, 40
@@ -35,6 +36,31 @@ def _series(points: list[CurvePoint], last: int, attr: str, color: str, label: s
     return parts
 
 
+def percent_grid(y_of: Callable[[float], float], *, left: float, right: float) -> list[str]:
+    """Horizontal lines at 0, 25, ..., 100 % from `left` to `right`, labelled on the left."""
+    parts = []
+    for tick in (0.0, 0.25, 0.5, 0.75, 1.0):
+        y = y_of(tick)
+        parts.append(
+            f'<line x1="{left}" y1="{y:.1f}" x2="{right}" y2="{y:.1f}" stroke="#e5e7eb"/>'
+            f'<text x="{left - 6}" y="{y + 4:.1f}" text-anchor="end">{100 * tick:.0f}%</text>'
+        )
+    return parts
+
+
+def legend(entries: Sequence[tuple[str, str, str]], *, x: float, top: float) -> list[str]:
+    """A line sample and a label per (color, label, extra stroke attributes), stacked."""
+    parts = []
+    for i, (color, label, dash) in enumerate(entries):
+        y = top + 10 + 20 * i
+        parts.append(
+            f'<line x1="{x + 16}" y1="{y}" x2="{x + 40}" y2="{y}" '
+            f'stroke="{color}" stroke-width="2"{dash}/>'
+            f'<text x="{x + 46}" y="{y + 4}">{escape(label)}</text>'
+        )
+    return parts
+
+
 def curve_svg(points: list[CurvePoint], *, mean: float | None = None) -> str:
     """An SVG plot of pass^k and pass@k against k, with the mean pass rate as a dashed line."""
     last = max((p.k for p in points), default=1)
@@ -44,12 +70,7 @@ def curve_svg(points: list[CurvePoint], *, mean: float | None = None) -> str:
         f'width="{WIDTH}" height="{HEIGHT}" role="img" '
         'aria-label="pass^k and pass@k over k" font-family="sans-serif" font-size="12">'
     ]
-    for tick in (0.0, 0.25, 0.5, 0.75, 1.0):
-        y = _y(tick)
-        parts.append(
-            f'<line x1="{LEFT}" y1="{y:.1f}" x2="{plot_right}" y2="{y:.1f}" stroke="#e5e7eb"/>'
-            f'<text x="{LEFT - 6}" y="{y + 4:.1f}" text-anchor="end">{100 * tick:.0f}%</text>'
-        )
+    parts += percent_grid(_y, left=LEFT, right=plot_right)
     ticks = sorted({p.k for p in points}) if len(points) <= 16 else None
     if ticks is None:
         ticks = sorted({1, last, *(round(1 + (last - 1) * i / 4) for i in range(5))})
@@ -70,15 +91,9 @@ def curve_svg(points: list[CurvePoint], *, mean: float | None = None) -> str:
     if points:
         parts += _series(points, last, "pass_at_k", AT_COLOR, "pass@k")
         parts += _series(points, last, "pass_hat_k", HAT_COLOR, "pass^k")
-    legend = [(AT_COLOR, "pass@k", ""), (HAT_COLOR, "pass^k", "")]
+    entries = [(AT_COLOR, "pass@k", ""), (HAT_COLOR, "pass^k", "")]
     if mean is not None:
-        legend.append((MEAN_COLOR, "mean pass rate", ' stroke-dasharray="5,4"'))
-    for i, (color, label, dash) in enumerate(legend):
-        y = TOP + 10 + 20 * i
-        parts.append(
-            f'<line x1="{plot_right + 16}" y1="{y}" x2="{plot_right + 40}" y2="{y}" '
-            f'stroke="{color}" stroke-width="2"{dash}/>'
-            f'<text x="{plot_right + 46}" y="{y + 4}">{escape(label)}</text>'
-        )
+        entries.append((MEAN_COLOR, "mean pass rate", ' stroke-dasharray="5,4"'))
+    parts += legend(entries, x=plot_right, top=TOP)
     parts.append("</svg>")
     return "".join(parts)

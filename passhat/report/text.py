@@ -5,23 +5,28 @@ from __future__ import annotations
 import io
 
 from passhat.report.model import Report, TaskRow
-from passhat.report.numbers import K_COLUMNS, by_reason, headline, k_cells, pct
+from passhat.report.numbers import K_COLUMNS, by_reason, headline, k_cells, pct, strip_text
+from passhat.report.spend import spend_line, task_spend_lines
 
 __all__ = ["render_text"]
 
 
 def _flaky_lines(flaky: list[TaskRow]) -> str:
-    """Plain aligned lines, not a rich Table: thousands of flaky tasks must stay fast."""
+    """Plain aligned lines, not a rich Table: thousands of flaky tasks must stay fast.
+    With trial marks, a last column shows each task's trials in trial order."""
+    strips = any(r.trials for r in flaky)
     rows = [("task", "passed", "pass rate", "infra errors")] + [
         (r.task_id, f"{r.passed}/{r.graded}", pct(r.pass_rate), str(r.infra_errors)) for r in flaky
     ]
     widths = [max(len(row[i]) for row in rows) for i in range(4)]
+    marks = ["trials"] + [strip_text(r.trials) for r in flaky]
     lines = [
         "  ".join(
             [row[0].ljust(widths[0])]
             + [c.rjust(w) for c, w in zip(row[1:], widths[1:], strict=True)]
+            + ([strip] if strips else [])
         )
-        for row in rows
+        for row, strip in zip(rows, marks, strict=True)
     ]
     return "\n".join(lines) + "\n"
 
@@ -49,19 +54,27 @@ def render_text(report: Report, *, color: bool = False, width: int = 100) -> str
             f"of {report.attempts} attempts",
             soft_wrap=True,
         )
+    if report.coverage:
+        console.print(report.coverage, soft_wrap=True, markup=False)
     if report.infra_by_reason:
         console.print(by_reason(report.infra_by_reason), soft_wrap=True, markup=False)
+    if report.usage is not None:
+        console.print(spend_line(report.usage, report.attempts), soft_wrap=True, markup=False)
     flaky = report.flaky
     if flaky:
         # The flaky tasks come first, right under the headline: they are why pass^k < mean.
         console.print(f"\n[bold]Flaky tasks ({len(flaky)}), most inconsistent first[/bold]")
         out.write(_flaky_lines(flaky))
+        if any(r.trials for r in flaky):
+            out.write("trials in trial order: + pass, - fail, ! infra error, . not final\n")
         console.print()
     table = Table(show_edge=False, pad_edge=False)
     for name in K_COLUMNS:
         table.add_column(name, justify="right")
     for s in report.summaries:
-        table.add_row(*k_cells(s, report.intervals_at(s.k)))
+        table.add_row(
+            *k_cells(s, report.intervals_at(s.k), mean_interval=report.mean_interval_at(s.k))
+        )
     console.print(table)
     if report.intervals:
         level = report.intervals[0].level
@@ -73,4 +86,8 @@ def render_text(report: Report, *, color: bool = False, width: int = 100) -> str
                 + ", ".join(s.need_more_trials),
                 soft_wrap=False,
             )
+    spent = task_spend_lines(report.usage) if report.usage is not None else []
+    if spent:
+        console.print("\n[bold]Spend per task, costliest first[/bold]")
+        out.write("".join(f"  {line}\n" for line in spent))
     return out.getvalue()

@@ -6,6 +6,7 @@ that need numpy import it when called.
 """
 
 from passhat.stats.bootstrap import Interval, KIntervals, bootstrap
+from passhat.stats.changes import TaskChange, task_changes
 from passhat.stats.compare import BETTER, WITHIN_NOISE, WORSE, Comparison, Difference, compare
 from passhat.stats.estimators import pass_at_k, pass_hat_k
 from passhat.stats.power import PowerPlan, PowerRow, power
@@ -31,6 +32,7 @@ __all__ = [
     "KSummary",
     "PowerPlan",
     "PowerRow",
+    "TaskChange",
     "TaskTally",
     "bootstrap",
     "compare",
@@ -42,5 +44,6 @@ __all__ = [
     "summarize",
     "summarize_many",
     "tally",
+    "task_changes",
     "wilson",
 ]

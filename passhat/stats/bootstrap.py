@@ -3,12 +3,16 @@
 The uncertainty that matters for an eval is which tasks were chosen: per-task estimates are
 independent draws from the task population, so resampling tasks with replacement (the
 clustered bootstrap; trials stay inside their task) gives intervals for the population
-values. Each k gets its own seeded generator, so an interval does not change when other ks
-are asked for, and the same seed always gives the same interval.
+values. One seeded draw of tasks serves every k: each resample picks tasks once, and every
+k's averages are taken over the picked tasks scored at that k. So the mean pass rate, which
+is the same figure at every k where the same tasks are scored, gets the same interval in
+every row (one draw per k gave each row its own), an interval does not change when other
+ks are asked for, and the same seed always gives the same interval.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -21,6 +25,7 @@ if TYPE_CHECKING:
     import numpy.typing as npt
 
 __all__ = [
+    "DEFAULT_RESAMPLES",
     "Interval",
     "KIntervals",
     "bootstrap",
@@ -28,6 +33,11 @@ __all__ = [
     "resampled_means",
     "task_values",
 ]
+
+
+# Resamples of every interval passhat computes unless told otherwise (`--resamples`): the
+# reports, the status, the metrics and the lowerBound gate show the same seeded figures.
+DEFAULT_RESAMPLES = 2000
 
 
 @dataclass(frozen=True)
@@ -105,32 +115,54 @@ def bootstrap(
     tallies: Sequence[TaskTally],
     ks: Iterable[int],
     *,
-    resamples: int = 2000,
+    resamples: int = DEFAULT_RESAMPLES,
     seed: int = 0,
     level: float = 0.95,
 ) -> list[KIntervals]:
-    """Percentile intervals per k, resampling the scored tasks of that k with replacement.
+    """Percentile intervals per k from one seeded resampling of the graded tasks.
 
-    With no scored task at some k every interval there is [0, 0], like the averages.
+    Each resample draws the graded tasks with replacement (as multinomial counts over the
+    distinct (graded, passed) pairs, which is all a task's values depend on); at each k the
+    averages are over the drawn tasks scored at k, as `summarize` averages over the scored
+    tasks. A resample that drew no task scored at k is left out of that k's interval. With
+    no scored task at some k every interval there is [0, 0], like the averages.
     """
-    import numpy as np
-
     _check_level(level)
     if resamples < 1:
         raise ValueError(f"resamples={resamples} must be at least 1")
-    result = []
+    ks = list(ks)
     for k in ks:
         if k < 1:
             raise ValueError(f"k={k} must be at least 1")
-        values = np.array(
-            [task_values(t, k) for t in tallies if t.graded >= k], dtype=np.float64
-        ).reshape(-1, 3)
-        if len(values) == 0:
-            empty = Interval(0.0, 0.0)
+    # NB: distinct pairs counted in Python, sorted as np.unique sorts them: no task-sized
+    # array, and no numpy at all until a task is graded (the operator's first passes)
+    counted = Counter((t.graded, t.passed) for t in tallies if t.graded >= 1)
+    pairs = sorted(counted)
+    empty = Interval(0.0, 0.0)
+    if not pairs:
+        return [KIntervals(k, level, empty, empty, empty) for k in ks]
+    import numpy as np
+
+    total = sum(counted.values())
+    counts = np.array([counted[pair] for pair in pairs], dtype=np.float64)
+    rng = np.random.default_rng(seed)
+    weights = rng.multinomial(total, counts / total, size=resamples).astype(np.float64)
+    result = []
+    for k in ks:
+        scored = np.array([n >= k for n, _ in pairs], dtype=np.float64)
+        if not scored.any():
             result.append(KIntervals(k, level, empty, empty, empty))
             continue
-        rng = np.random.default_rng([seed, k])
-        means = resampled_means(values, resamples=resamples, rng=rng)
+        values = np.array(
+            [
+                task_values(TaskTally("", c, n - c, 0), k) if n >= k else (0.0, 0.0, 0.0)
+                for n, c in pairs
+            ],
+            dtype=np.float64,
+        )
+        drawn = weights @ scored
+        kept = drawn > 0
+        means = (weights[kept] @ values) / drawn[kept, None]
         mean, at_k, hat_k = (percentile_interval(means[:, j], level) for j in range(3))
         result.append(KIntervals(k, level, mean, at_k, hat_k))
     return result

@@ -53,6 +53,7 @@ __all__ = [
     "classify_pod",
     "parse_timestamp",
     "pod_facts",
+    "pod_result",
     "verdict_for_vanished_pod",
 ]
 
@@ -64,6 +65,12 @@ DISRUPTION_REASONS: dict[str, str] = {
     "PreemptionByKubeScheduler": PREEMPTED,  # the same, Kubernetes <= 1.26
     "DeletionByTaintManager": NODE_LOST,  # NoExecute taint, e.g. the node went NotReady
     "DeletionByPodGC": NODE_LOST,  # the pod's node was deleted
+    # Kueue stops a workload's pods with TerminationTarget, reason "WorkloadEvictedDueTo" +
+    # the Evicted condition's reason (jobframework/reconciler.go, v0.17), then deletes them.
+    "WorkloadEvictedDueToPreempted": PREEMPTED,  # a higher-priority workload took the quota
+    "WorkloadEvictedDueToPodsReadyTimeout": EVICTED,  # waitForPodsReady: not ready in time
+    "WorkloadEvictedDueToDeactivated": EVICTED,  # someone set the Workload inactive
+    "WorkloadEvictedDueToNodeFailures": NODE_LOST,  # the pod's node failed (TAS)
 }
 # Reason of a DisruptionTarget/TerminationTarget condition not listed above (one that
 # mentions preemption, e.g. Kueue's, is preempted).
@@ -108,7 +115,7 @@ class PodFacts:
     oom_container: str | None
     main: Mapping[str, Any] | None  # state.terminated of the first container
     waiting: tuple[str, str, str] | None  # (container, reason, message) of a stuck container
-    age_s: float | None
+    age_s: float | None  # since the pod started on its node (else since its creation)
     grading: Grading
     timeout_is: TimeoutIs
     image_error_grace_s: float
@@ -171,17 +178,10 @@ def pod_facts(
     metadata = metadata if isinstance(metadata, Mapping) else {}
     status = _get(pod, "status")
     status = status if isinstance(status, Mapping) else {}
-    containers = _get(pod, "spec", "containers")
-    main_name = _get(containers[0], "name") if isinstance(containers, list) and containers else None
-    statuses = _statuses(status, "containerStatuses")
     every = _statuses(
         status, "initContainerStatuses", "containerStatuses", "ephemeralContainerStatuses"
     )
-
-    main_status = next((s for s in statuses if s.get("name") == main_name), None)
-    if main_status is None and main_name is None and statuses:
-        main_status = statuses[0]
-    main = _get(main_status, "state", "terminated")
+    main = _main_terminated(pod, status)
 
     oom = next(
         (
@@ -205,7 +205,11 @@ def pod_facts(
             waiting = (str(s.get("name")), str(reason), message)
             break
     now_s = now.timestamp() if isinstance(now, datetime) else float(now)
-    created = parse_timestamp(metadata.get("creationTimestamp"))
+    # NB: from the kubelet's start of the pod: time spent gated, waiting for a queue's
+    # admission (Kueue), is no part of the image-error grace.
+    created = parse_timestamp(status.get("startTime")) or parse_timestamp(
+        metadata.get("creationTimestamp")
+    )
     return PodFacts(
         phase=str(status.get("phase") or ""),
         status_reason=str(status.get("reason") or ""),
@@ -221,6 +225,25 @@ def pod_facts(
         timeout_is=timeout_is,
         image_error_grace_s=image_error_grace_s,
     )
+
+
+def _main_terminated(pod: Mapping[str, Any], status: Mapping[str, Any]) -> Any:
+    """`state.terminated` of the pod's first container (None while it has not ended)."""
+    containers = _get(pod, "spec", "containers")
+    main_name = _get(containers[0], "name") if isinstance(containers, list) and containers else None
+    statuses = _statuses(status, "containerStatuses")
+    main_status = next((s for s in statuses if s.get("name") == main_name), None)
+    if main_status is None and main_name is None and statuses:
+        main_status = statuses[0]
+    return _get(main_status, "state", "terminated")
+
+
+def pod_result(pod: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The valid result JSON the pod's first container left as its termination message
+    (what the trial spent travels in it), else None."""
+    status = _get(pod, "status")
+    main = _main_terminated(pod, status if isinstance(status, Mapping) else {})
+    return parse_result(main.get("message")) if isinstance(main, Mapping) else None
 
 
 def _infra(reason: str, message: str) -> Verdict:

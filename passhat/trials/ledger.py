@@ -136,6 +136,11 @@ class SlotLedger:
         return self.slots - self._done
 
     @property
+    def attempts_recorded(self) -> int:
+        """Attempts recorded in every slot (each final slot's last one, and every retry)."""
+        return self.done + self._retries
+
+    @property
     def retries(self) -> int:
         """Infra-error attempts that were retried (not final)."""
         return self._retries
@@ -177,6 +182,28 @@ class SlotLedger:
                     infra += attempts
             result.append(TaskTally(task_id, passed, failed, infra))
         return result
+
+    def strips(self, task_ids: Sequence[str]) -> dict[str, str]:
+        """task id -> one mark per trial slot in trial order (passhat.trials.strips): its
+        final outcome, or PENDING_MARK while it is not final."""
+        from passhat.trials.strips import FAIL_MARK, INFRA_MARK, PASS_MARK, PENDING_MARK
+
+        if len(task_ids) != self.n_tasks:
+            raise LedgerError(f"{len(task_ids)} task ids for a ledger of {self.n_tasks} tasks")
+        marks = {
+            SlotState.PENDING: PENDING_MARK,
+            SlotState.PASS: PASS_MARK,
+            SlotState.FAIL: FAIL_MARK,
+            SlotState.INFRA_ERROR: INFRA_MARK,
+        }
+        table = bytes.maketrans(
+            bytes(range(4)), "".join(marks[SlotState(i)] for i in range(4)).encode()
+        )
+        text = bytes(self._states).translate(table).decode()
+        return {
+            task_id: text[task * self.trials : (task + 1) * self.trials]
+            for task, task_id in enumerate(task_ids)
+        }
 
     def pack(self) -> str:
         """A compact ASCII string of the whole ledger (for `status.ledger`)."""

@@ -12,7 +12,7 @@ import json
 import math
 from typing import Any
 
-__all__ = ["MAX_RESULT_BYTES", "OUTCOMES", "parse_result"]
+__all__ = ["MAX_RESULT_BYTES", "OUTCOMES", "parse_result", "result_problem"]
 
 # The kubelet truncates termination messages at 4096 bytes.
 MAX_RESULT_BYTES = 4096
@@ -45,6 +45,33 @@ def parse_result(text: str | bytes | None) -> dict[str, Any] | None:
     ):
         return None
     return data
+
+
+def result_problem(text: bytes) -> str | None:
+    """Why the bytes an attempt left in its own `$PASSHAT_RESULT` are not a valid result
+    JSON (None when they are one, or are only whitespace).
+
+    `passhat run` still ignores such a file, as documented (the exit code decides), but a
+    user whose agent wrote `{"outcome": "passed"}` must not read a silent pass: the
+    journal and stderr say why the file was ignored. (A pod's termination message may be
+    logs, so the cluster path keeps ignoring it quietly.)
+    """
+    if not text.strip() or parse_result(text) is not None:
+        return None
+    try:
+        data = json.loads(text.decode("utf-8"))
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        return "not JSON"
+    if not isinstance(data, dict):
+        return f"not a JSON object (a {type(data).__name__})"
+    choices = ", ".join(sorted(OUTCOMES))
+    if "outcome" not in data:
+        return f"no outcome (one of {choices})"
+    if data["outcome"] not in OUTCOMES:
+        return f"outcome: {json.dumps(data['outcome'])[:80]} is not one of {choices}"
+    if "reason" in data and not isinstance(data["reason"], str):
+        return "reason: not a string"
+    return f"score: {json.dumps(data.get('score'))[:80]} is not a finite number or null"
 
 
 def _finite(number: int | float) -> bool:

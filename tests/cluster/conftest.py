@@ -45,12 +45,37 @@ KWOK_TOLERATION = {"key": "kwok.x-k8s.io/node", "operator": "Exists", "effect": 
 T = TypeVar("T")
 
 
+# The modules that need the cluster to themselves (marked `alone`): hack/test.sh runs every
+# other cluster module beside the unit and local tiers, then these one after another.
+# Add a module here when it changes what every namespace sees: a Helm release (the
+# APIService, the admission policy, the CRD of its chart), the records APIService, an API
+# server restart, a killed S3 store; or when it needs Kueue (built in the background while
+# the first phase runs). docs/development.md, "How CI runs the tiers".
+ALONE = frozenset(
+    {
+        "test_admission_policy.py",  # a Helm release: its admission policy answers for all
+        "test_helm_install.py",
+        "test_helm_records.py",
+        "test_prometheus_scrape.py",  # a Helm release
+        "test_records_api.py",  # registers and removes the records APIService
+        "test_operator_kwok.py",  # restarts the API server
+        "test_operator_records.py",  # kills the S3 store
+        "test_record_store_s3.py",  # the S3 store another module kills
+        "test_operator_kueue.py",  # needs Kueue
+        "test_operator_gradercheck_kueue.py",  # needs Kueue
+    }
+)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Mark every test in tests/cluster with `cluster`."""
+    """Mark every test in tests/cluster with `cluster`, and those of ALONE with `alone`."""
     here = Path(__file__).parent
     for item in items:
-        if here in Path(str(item.fspath)).parents:
+        path = Path(str(item.fspath))
+        if here in path.parents:
             item.add_marker(pytest.mark.cluster)
+            if path.name in ALONE:
+                item.add_marker(pytest.mark.alone)
 
 
 @dataclass(frozen=True)

@@ -10,10 +10,11 @@ those things once, so the tests stay type-checked without an ignore at every cal
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar, cast
 
 import urllib3
+import yaml
 from kubernetes import client
 
 M = TypeVar("M")
@@ -39,3 +40,30 @@ def create_pod(
 ) -> None:
     """Create the pod `manifest` (a plain dict) in `namespace`."""
     core.create_namespaced_pod(namespace, as_body(manifest, client.V1Pod), dry_run=dry_run)
+
+
+def grant(
+    kubectl: Callable[..., str],
+    namespace: str,
+    user: str,
+    *,
+    name: str,
+    rules: Sequence[Mapping[str, Any]],
+) -> None:
+    """A Role `name` of `rules` in `namespace`, bound to `user` (impersonated in tests)."""
+    objects = [
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "Role",
+            "metadata": {"name": name, "namespace": namespace},
+            "rules": [dict(rule) for rule in rules],
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "RoleBinding",
+            "metadata": {"name": name, "namespace": namespace},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}],
+        },
+    ]
+    kubectl("apply", "-f", "-", input=yaml.safe_dump_all(objects))

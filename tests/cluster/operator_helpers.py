@@ -67,6 +67,29 @@ def install_crd(kubectl: Callable[..., str]) -> None:
     )
 
 
+@contextlib.contextmanager
+def crd_kept(kubectl: Callable[..., str], *, interval_s: float = 1.0) -> Iterator[None]:
+    """Install this tree's CRD and re-apply it every `interval_s` while the body runs.
+
+    Other worktrees' cluster tests apply their own CRD to the shared cluster; while one
+    without this tree's fields is in place the API server prunes them from every object it
+    writes (a status write drops `status.graderCheck`, a create drops `spec.budget`)."""
+    install_crd(kubectl)
+    stop = threading.Event()
+
+    def keep() -> None:
+        while not stop.wait(interval_s):
+            kubectl("apply", "-f", str(CRD_FILE), check=False)
+
+    keeper = threading.Thread(target=keep, name="crd-keeper", daemon=True)
+    keeper.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        keeper.join(timeout=10)
+
+
 # `passhat <args>` via the CLI's main(); until the CLI has its `operator` subcommand,
 # run_operator() directly with the namespaces from the arguments.
 _LAUNCHER = """

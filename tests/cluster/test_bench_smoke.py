@@ -25,6 +25,9 @@ KEYS = {
     "operator_rss_mib",
     "operator_cpu_seconds",
     "throughput_ratio",
+    "operator_apiserver_cpu_s",
+    "job_apiserver_cpu_s",
+    "operator_passes",
     "machine",
 }
 
@@ -48,6 +51,8 @@ def test_throughput_smoke_completes_both_sides(cluster: Any) -> None:
     assert result["operator_seconds"] > 0 and result["job_seconds"] > 0
     assert result["operator_api_writes_per_trial"] > 0 and result["job_api_writes_per_trial"] > 0
     assert result["operator_rss_mib"] > 0
+    assert result["operator_apiserver_cpu_s"] >= 0 and result["job_apiserver_cpu_s"] >= 0
+    assert result["operator_passes"]["passes"] > 0
 
 
 @pytest.mark.slow

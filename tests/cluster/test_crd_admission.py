@@ -9,7 +9,9 @@ status columns.
 from __future__ import annotations
 
 import copy
+import itertools
 import json
+import re
 import subprocess
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -19,6 +21,7 @@ import yaml
 from kubernetes import client
 
 from passhat.api import parse_spec
+from passhat.api.crd import PRINTER_COLUMNS
 from tests.cluster.operator_helpers import install_crd
 from tests.cluster.surface_helpers import module_namespace
 
@@ -209,7 +212,8 @@ def test_spec_is_immutable_metadata_is_not(
 def test_printer_columns_show_the_status(
     cluster: Any, namespace: str, kubectl: Callable[..., str]
 ) -> None:
-    """`kubectl get ceval` shows phase, done, mean, headline k and pass^k, flaky, infra rate."""
+    """`kubectl get ceval` shows phase, done (`5/6`), gate, mean, headline k and pass^k,
+    flaky, infra rate, as the operator writes them for display (`50.0%`)."""
     assert create(cluster, namespace, named("columns")) is None
     status = {
         "status": {
@@ -237,6 +241,14 @@ def test_printer_columns_show_the_status(
                 "passHatK": 0.25,
             },
             "flakyCount": 1,
+            # NB: as the operator writes it (passhat.api.status.build_display)
+            "display": {
+                "done": "5/6",
+                "meanPassRate": "50.0%",
+                "passHatK": "25.0%",
+                "infraErrorRate": "12.5%",
+                "gate": "",
+            },
         }
     }
     kubectl(
@@ -252,15 +264,22 @@ def test_printer_columns_show_the_status(
         json.dumps(status),
     )
     header, row = kubectl("get", "ceval", "columns", "-n", namespace).splitlines()
-    assert header.split() == [
-        "NAME",
-        "PHASE",
-        "DONE",
-        "MEAN",
-        "K",
-        "PASSHATK",
-        "FLAKY",
-        "INFRARATE",
-        "AGE",
-    ]
-    assert row.split()[:8] == ["columns", "Running", "5", "0.5", "3", "0.25", "1", "0.125"]
+    default = [c["name"].upper() for c in PRINTER_COLUMNS if not c.get("priority")]
+    assert header.split() == ["NAME", *default]
+    # NB: GATE is empty while running: cells are read where their header starts
+    starts = [found.start() for found in re.finditer(r"\S+", header)] + [len(row) + 1]
+    cells = dict(
+        zip(header.split(), [row[a:b].strip() for a, b in itertools.pairwise(starts)], strict=True)
+    )
+    expected = {
+        "NAME": "columns",
+        "PHASE": "Running",
+        "DONE": "5/6",
+        "GATE": "",
+        "MEAN": "50.0%",
+        "K": "3",
+        "PASS^K": "25.0%",
+        "FLAKY": "1",
+        "INFRA": "12.5%",
+    }
+    assert {name: cells.get(name) for name in expected} == expected

@@ -72,6 +72,7 @@ def assert_exact(
     assert status["progress"] == {
         "done": tasks * trials,
         "running": 0,
+        "waiting": 0,
         "pending": 0,
         "retries": expected.retries,
     }

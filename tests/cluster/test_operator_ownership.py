@@ -22,7 +22,7 @@ from kubernetes import client
 
 from passhat.operator.pods import EvalRef, PodKey, pod_name
 from passhat.trials.ledger import SlotLedger, SlotState
-from tests.cluster.kube_helpers import raw_json
+from tests.cluster.kube_helpers import grant, raw_json
 from tests.cluster.operator_helpers import (
     RECORDED_LABEL,
     TRIAL_FINALIZER,
@@ -39,24 +39,8 @@ MALLORY = "mallory@example.com"
 
 def grant_pods(kubectl: Callable[..., str], namespace: str, user: str) -> None:
     """`user` may create, read and list pods in `namespace`, and nothing else."""
-    objects = [
-        {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "Role",
-            "metadata": {"name": "pods", "namespace": namespace},
-            "rules": [
-                {"apiGroups": [""], "resources": ["pods"], "verbs": ["create", "get", "list"]}
-            ],
-        },
-        {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "RoleBinding",
-            "metadata": {"name": "pods", "namespace": namespace},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "pods"},
-            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}],
-        },
-    ]
-    kubectl("apply", "-f", "-", input=yaml.safe_dump_all(objects))
+    rule = {"apiGroups": [""], "resources": ["pods"], "verbs": ["create", "get", "list"]}
+    grant(kubectl, namespace, user, name="pods", rules=[rule])
 
 
 def create_as(cluster: Any, user: str, namespace: str, manifest: dict[str, Any]) -> None:

@@ -246,7 +246,13 @@ def test_every_ending_on_the_real_node(
         [s.mean_pass_rate for s in summaries]
     )
     assert status["summary"]["infraErrorRate"] == pytest.approx(6 / 18)
-    assert status["progress"] == {"done": 12, "running": 0, "pending": 0, "retries": 6}
+    assert status["progress"] == {
+        "done": 12,
+        "running": 0,
+        "waiting": 0,
+        "pending": 0,
+        "retries": 6,
+    }
     assert reasons(env.port, env.namespace, "endings") == {
         ("pass", "exit_code"): 8,
         ("fail", "exit_code"): 2,

@@ -9,9 +9,6 @@ rule must evaluate cleanly, and the scraped scores must equal the eval's status.
 from __future__ import annotations
 
 import json
-import shutil
-import socket
-import subprocess
 import time
 import urllib.parse
 import urllib.request
@@ -32,6 +29,12 @@ from tests.cluster.helm_helpers import (
     installed_release,
     run,
     wait_complete,
+)
+from tests.cluster.prometheus_helpers import (
+    get_json,
+    poll,
+    prometheus_binary,
+    run_prometheus,
 )
 
 EVAL = "support-agent"
@@ -56,38 +59,6 @@ class Scraped:
         return result
 
 
-def get_json(url: str) -> dict[str, Any]:
-    """GET a JSON document (errors in the body are the caller's to check)."""
-    with urllib.request.urlopen(url, timeout=10) as response:
-        body: dict[str, Any] = json.loads(response.read())
-        return body
-
-
-def free_port() -> int:
-    """A free TCP port on 127.0.0.1."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-def poll(pred: Callable[[], Any], timeout: float, what: str) -> Any:
-    """Poll `pred` until truthy; fail naming `what` (and the last exception) on timeout."""
-    deadline = time.monotonic() + timeout
-    last: Exception | None = None
-    while time.monotonic() < deadline:
-        try:
-            value = pred()
-            if value:
-                return value
-        except OSError as err:
-            last = err
-        time.sleep(1)
-    pytest.fail(
-        f"timed out after {timeout:.0f}s waiting for {what}" + (f": {last}" if last else "")
-    )
-
-
 def rendered_rules(release: Release, env: dict[str, str]) -> dict[str, Any]:
     """The PrometheusRule groups the chart renders for this release, as a rules file."""
     # NB: --kube-version: `helm template` does not ask the cluster; render for the test
@@ -102,14 +73,25 @@ def rendered_rules(release: Release, env: dict[str, str]) -> dict[str, Any]:
 
 
 def operator_endpoint(kubectl: Callable[..., str], release: Release) -> str:
-    """host:port of the operator pod's metrics port (pod IP on the node's bridge)."""
+    """host:port of the leading operator pod's metrics port (pod IP on the node's bridge):
+    the leader serves the evals, so only its /metrics carries their series (the standby's
+    has its process metrics)."""
+    deadline = time.monotonic() + 60
+    while True:
+        lease = json.loads(
+            kubectl("get", "lease", release.fullname, "-n", release.namespace, "-o", "json")
+        )
+        leader = str((lease.get("spec") or {}).get("holderIdentity") or "").rpartition("_")[0]
+        if leader or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
     pods = json.loads(
         kubectl(
             "get", "pods", "-n", release.namespace, "-o", "json",
             "-l", f"app.kubernetes.io/instance={release.name}",
         )
     )["items"]  # fmt: skip
-    (pod,) = [p for p in pods if not p["metadata"].get("deletionTimestamp")]
+    (pod,) = [p for p in pods if p["metadata"]["name"] == leader]
     return f"{pod['status']['podIP']}:8080"
 
 
@@ -118,9 +100,7 @@ def scraped(
     cluster: Any, kubectl: Callable[..., str], tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Scraped]:
     """Chart installed, Prometheus scraping it every second, example eval Complete."""
-    binary = shutil.which("prometheus")
-    if binary is None:
-        pytest.fail("no prometheus binary: apt-get install prometheus (hack/cluster/up.sh does)")
+    prometheus_binary()
     env = cluster.env()
     ensure_image(env)
     workdir = tmp_path_factory.mktemp("prometheus")
@@ -132,40 +112,25 @@ def scraped(
             f"the operator's /metrics at {target} from the host",
         )
         (workdir / "rules.yaml").write_text(yaml.safe_dump(rendered_rules(release, env)))
-        config = {
-            "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
-            "rule_files": [str(workdir / "rules.yaml")],
-            "scrape_configs": [
-                {"job_name": release.fullname, "static_configs": [{"targets": [target]}]}
-            ],
-        }
-        (workdir / "prometheus.yml").write_text(yaml.safe_dump(config))
-        port = free_port()
-        url = f"http://127.0.0.1:{port}"
-        with (workdir / "prometheus.log").open("w") as log:
-            proc = subprocess.Popen(
-                [
-                    binary,
-                    f"--config.file={workdir / 'prometheus.yml'}",
-                    f"--storage.tsdb.path={workdir / 'data'}",
-                    f"--web.listen-address=127.0.0.1:{port}",
-                ],
-                stdout=log,
-                stderr=subprocess.STDOUT,
-            )
-        try:
-            poll(lambda: proc.poll() is None and get_json(f"{url}/api/v1/status/buildinfo"),
-                 120, "prometheus to start")  # fmt: skip
-            kubectl("apply", "-n", release.evals_namespace, "-f", "-", input=example_eval(EVAL))
+        scrape = [{"job_name": release.fullname, "static_configs": [{"targets": [target]}]}]
+        rules = [str(workdir / "rules.yaml")]
+        with run_prometheus(scrape, workdir, rule_files=rules) as url:
+            kubectl("apply", "-n", release.evals_namespace, "-f", "-", input=checked_example())
             status = wait_complete(kubectl, release.evals_namespace, EVAL)
             yield Scraped(release=release, url=url, status=status)
-        finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=30)
+
+
+def checked_example() -> str:
+    """The example eval with a grader stability check (so the dashboard's noise panel has
+    data): a grader that passes every transcript, each of 4 regraded twice, is stable at
+    noise rate 0 and leaves the example's numbers and its failed gate as they are."""
+    doc = yaml.safe_load(example_eval(EVAL))
+    container = doc["spec"]["trial"]["template"]["spec"]["containers"][0]
+    doc["spec"]["grading"].update(
+        grader={"image": container["image"], "command": ["sh", "-c", "cat >/dev/null; exit 0"]},
+        stabilityCheck={"sample": 4, "times": 2, "maxNoiseRate": 0.5},
+    )
+    return yaml.safe_dump(doc, sort_keys=False)
 
 
 def eval_selector(scraped: Scraped) -> str:
@@ -186,6 +151,13 @@ def test_prometheus_scrapes_the_operator(scraped: Scraped) -> None:
 def test_scraped_scores_equal_the_status(scraped: Scraped) -> None:
     """pass^k, pass@k, the infra ratio, flaky count and trial counts reach Prometheus exactly."""
     assert_example_numbers(scraped.status)
+    check = scraped.status["graderCheck"]
+    assert (check["phase"], check["stable"], check["transcripts"], check["times"]) == (
+        "Done",
+        True,
+        4,
+        2,
+    ), check
     sel = eval_selector(scraped)
     expected = {
         f'passhat_pass_hat_k{{{sel}, k="2"}}': 13 / 24,
@@ -195,6 +167,7 @@ def test_scraped_scores_equal_the_status(scraped: Scraped) -> None:
         f"passhat_infra_error_ratio{{{sel}}}": 0.2,
         f"passhat_flaky_tasks{{{sel}}}": 1,
         f"passhat_gate_passed{{{sel}}}": 0,
+        f"passhat_grader_noise_rate{{{sel}}}": 0,
         f"passhat_trials_running{{{sel}}}": 0,
         f"sum(passhat_trials_total{{{sel}}})": 20,
         f'sum(passhat_trials_total{{{sel}, outcome="pass"}})': 10,
@@ -228,6 +201,7 @@ def dashboard_queries(scraped: Scraped) -> list[str]:
         "$namespace": scraped.release.evals_namespace,
         "$eval": EVAL,
         "$k": ".*",
+        "$suite": ".*",
         "$job": scraped.release.fullname,
         "$__rate_interval": "1m",
     }

@@ -134,3 +134,11 @@ def test_operator_memory_smoke() -> None:
     assert isinstance(runs, list) and len(runs) == 1
     assert runs[0]["created"] == 40
     assert runs[0]["peak_rss_mib"] >= runs[0]["rss_before_mib"] > 0
+
+
+def test_records_read_bench_smoke() -> None:
+    """`records_read.py --smoke`: one read of 500 archived records, measured."""
+    result = _last_json("records_read.py", "--smoke")
+    assert result["records"] == 500
+    for key in ("cpu_seconds", "body_mib", "peak_rss_added_mib", "cpu_us_per_record"):
+        assert isinstance(result[key], int | float), key

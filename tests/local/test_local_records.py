@@ -44,7 +44,7 @@ def run_dir(run_eval: RunEval) -> Path:
 def test_results_and_messages_are_kept(run_dir: Path) -> None:
     """Each result JSON is in results/<task>/<t>-<a>.json (only where one was written), and
     each journal line carries the classifier's message (a result's reason, the exit code)."""
-    results = sorted(p.relative_to(run_dir).as_posix() for p in run_dir.rglob("*.json"))
+    results = sorted(p.relative_to(run_dir).as_posix() for p in run_dir.rglob("results/**/*.json"))
     assert results == [f"results/judged/{t}-0.json" for t in range(3)]
     assert json.loads((run_dir / results[0]).read_text())["score"] == 0.9
     judged = [r for r in rows(run_dir) if r["task_id"] == "judged"]

@@ -44,12 +44,13 @@ def test_timeout_is_fail(run_eval: RunEval) -> None:
 
 def test_active_deadline_stops_the_run_and_reports_what_was_scored(run_eval: RunEval) -> None:
     """spec.activeDeadlineSeconds: past it the running attempts are stopped (not
-    recorded), no more start, the report counts what was scored and the exit code is 1."""
+    recorded), no more start, the report counts what was scored and the exit code is 3
+    (not finished: the run has no verdict; it can be resumed)."""
     doc = eval_doc(SCRIPT, tasks=["quick", "hang"], trials=1, parallelism=2)
     doc["spec"]["activeDeadlineSeconds"] = 2
     doc["spec"]["ks"] = [1]
     proc, out = run_eval(doc, "--format", "json")
-    assert proc.returncode == 1, proc.stderr
+    assert proc.returncode == 3, proc.stderr
     assert "passhat: deadline exceeded: the eval was active longer than " in proc.stderr
     assert "spec.activeDeadlineSeconds (2s); 1/2 trial slots final" in proc.stderr
     assert [(r["task_id"], r["outcome"]) for r in rows(out)] == [("quick", "pass")]

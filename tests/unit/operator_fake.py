@@ -10,7 +10,8 @@ with the uid it was given (a pod of the same name created since is left alone). 
 operator" at the N-th API call, before or after that call takes effect (a lost
 response), by raising `Killed`, which no code under test catches.
 
-`FakeKubelet` ends pods by a script: outcome per (task, trial, attempt).
+`FakeKubelet` ends pods by a script: outcome per (task, trial, attempt); it never starts
+a pod that carries a scheduling gate.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from passhat.operator.config import OperatorConfig
-from passhat.operator.kube import ApiError, Conflict
+from passhat.operator.kube import ApiError, Conflict, slim_pod
 from passhat.operator.ownership import PodSigner
 from passhat.operator.pods import FINALIZER, LABEL_EVAL_UID, LABEL_RECORDED, pod_key
 
@@ -102,6 +103,8 @@ class FakeApi:
         self.logs: dict[str, bytes] = {}
         # Pods the operator was asked to keep or release but did not make (never touched).
         self.foreign_touches: list[str] = []
+        # Mutating admission run on each created pod (e.g. Kueue's scheduling gate).
+        self.on_create: Callable[[dict[str, Any]], None] | None = None
         self._signer = PodSigner(OperatorConfig().pod_key)
 
     # -- fault injection ------------------------------------------------------------------
@@ -151,8 +154,9 @@ class FakeApi:
 
     def list_pods(self, namespace: str, eval_uid: str) -> list[dict[str, Any]]:
         self._call()
+        # NB: slimmed, as Kube lists them: the loop must not read what a LIST drops
         return [
-            copy.deepcopy(pod)
+            slim_pod(copy.deepcopy(pod))
             for pod in self.pods.values()
             if pod["metadata"]["labels"].get(LABEL_EVAL_UID) == eval_uid
             and LABEL_RECORDED not in pod["metadata"]["labels"]
@@ -271,6 +275,8 @@ class FakeApi:
                 stored["metadata"]["resourceVersion"] = self._next_rv()
                 stored["metadata"]["creationTimestamp"] = _timestamp(self.clock())
                 stored["status"] = {"phase": "Pending"}
+                if self.on_create is not None:
+                    self.on_create(stored)
                 self.pods[name] = stored
                 self.created_names.append(name)
                 self.writes["create"] += 1
@@ -299,11 +305,21 @@ class FakeApi:
         """Releases here are done when settle returns: none is ever in flight."""
         return 0
 
-    def read_pod_log(self, namespace: str, name: str, container: str, limit_bytes: int) -> bytes:
+    def read_pod_log(
+        self,
+        namespace: str,
+        name: str,
+        container: str,
+        limit_bytes: int,
+        tail_lines: int | None = None,
+    ) -> bytes:
         """The log the fake kubelet wrote for the pod (an API call: it may kill)."""
         kill_after = self._call()
         stored = self.pods.get(name)
-        log = b"" if stored is None else self.logs.get(name, b"")[:limit_bytes]
+        log = b"" if stored is None else self.logs.get(name, b"")
+        if tail_lines is not None:
+            log = b"".join(log.splitlines(keepends=True)[-tail_lines:])
+        log = log[:limit_bytes]
         if kill_after:
             raise Killed("after reading a log")
         return log
@@ -339,6 +355,12 @@ class FakeApi:
         ]
 
 
+def parse_time(text: str) -> float:
+    from datetime import UTC, datetime
+
+    return datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC).timestamp()
+
+
 def _timestamp(when: float) -> str:
     from datetime import UTC, datetime
 
@@ -347,6 +369,9 @@ def _timestamp(when: float) -> str:
 
 # An attempt's scripted end: "pass", "fail", "infra" (exit 75) or "oom".
 Script = Callable[[int, int, int], str]
+# A grader pod's scripted end from the pod (its env, its transcript annotation): (exit
+# code, log), or None for a grader that hangs (until its activeDeadlineSeconds).
+GraderScript = Callable[[Mapping[str, Any]], tuple[int, str] | None]
 
 
 def terminated(code: int, *, reason: str, now: float, start: float) -> dict[str, Any]:
@@ -367,10 +392,44 @@ def terminated(code: int, *, reason: str, now: float, start: float) -> dict[str,
 class FakeKubelet:
     """Ends a random subset of running pods per step, each by the script's outcome."""
 
-    def __init__(self, api: FakeApi, script: Script, *, rng: random.Random) -> None:
+    def __init__(
+        self,
+        api: FakeApi,
+        script: Script,
+        *,
+        rng: random.Random,
+        grader: GraderScript | None = None,
+    ) -> None:
         self.api = api
         self.script = script
         self.rng = rng
+        self.grader = grader
+
+    def _grade(self, pod: dict[str, Any], now: float, share: float) -> int:
+        """End a running grader pod by the grader script, or by its deadline."""
+        status = pod["status"]
+        started = parse_time(status["startTime"])
+        deadline = pod["spec"].get("activeDeadlineSeconds")
+        if deadline is not None and now >= started + deadline:
+            status.update(phase="Failed", reason="DeadlineExceeded")
+            status["containerStatuses"] = [
+                dict(terminated(137, reason="Error", now=now, start=started), name="grader")
+            ]
+            pod["metadata"]["resourceVersion"] = self.api._next_rv()
+            return 1
+        if self.grader is None or self.rng.random() > share:
+            return 0
+        ending = self.grader(pod)
+        if ending is None:
+            return 0
+        code, log = ending
+        status["phase"] = "Succeeded" if code == 0 else "Failed"
+        status["containerStatuses"] = [
+            dict(terminated(code, reason="Completed", now=now, start=started), name="grader")
+        ]
+        self.api.logs[pod["metadata"]["name"]] = log.encode()
+        pod["metadata"]["resourceVersion"] = self.api._next_rv()
+        return 1
 
     def step(self, *, share: float = 0.5) -> int:
         """Start pending pods, end about `share` of the running ones; return how many ended."""
@@ -379,10 +438,17 @@ class FakeKubelet:
         for pod in list(self.api.pods.values()):
             status = pod["status"]
             if status["phase"] == "Pending":
+                if pod["spec"].get("schedulingGates"):
+                    continue  # NB: a gated pod is never scheduled, so never started
                 status["phase"] = "Running"
                 status["startTime"] = _timestamp(now)
                 continue
-            if status["phase"] != "Running" or self.rng.random() > share:
+            if status["phase"] != "Running":
+                continue
+            if "passhat.dev/grading" in pod["metadata"]["labels"]:
+                ended += self._grade(pod, now, share)
+                continue
+            if self.rng.random() > share:
                 continue
             key = pod_key(pod)
             assert key is not None

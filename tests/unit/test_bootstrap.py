@@ -73,3 +73,19 @@ def test_coverage_by_simulation() -> None:
     # NB: the percentile bootstrap runs a little short near a bound (pass@3 is 0.87 here)
     for name, hits in covered.items():
         assert 0.85 <= hits / runs <= 0.99, (name, hits / runs)
+
+
+def test_mean_interval_is_one_figure_across_ks() -> None:
+    """Where every task is scored at each k, every row's mean interval is the same figure."""
+    tallies = _simulate(np.random.default_rng(3), tasks=25, trials=5)
+    rows = bootstrap(tallies, [1, 3, 5], seed=11)
+    assert rows[0].mean_pass_rate == rows[1].mean_pass_rate == rows[2].mean_pass_rate
+    assert rows[0].pass_hat_k != rows[2].pass_hat_k
+
+
+def test_tasks_short_of_k_leave_that_ks_interval_only() -> None:
+    """A task with fewer than k graded trials is out of k's averages, in the others'."""
+    tallies = [TaskTally("a", 4, 0, 0), TaskTally("b", 0, 4, 0), TaskTally("c", 1, 0, 0)]
+    one, four = bootstrap(tallies, [1, 4], resamples=500)
+    assert four.pass_hat_k.low <= 0.5 <= four.pass_hat_k.high
+    assert one.mean_pass_rate.high == 1.0 and four.mean_pass_rate.low == 0.0

@@ -28,6 +28,7 @@ VARIABLES = {
     "$namespace": "evals",
     "$eval": "support-agent",
     "$k": ".*",
+    "$suite": "support-agent",
     "$job": "passhat",
     "$__rate_interval": "1m",
 }
@@ -206,12 +207,13 @@ def test_dashboard_has_the_promised_panels() -> None:
         "Mean pass rate − pass^k": ("passhat_mean_pass_rate", "- passhat_pass_hat_k"),
         "Flaky tasks": ("passhat_flaky_tasks",),
         "Infra-error ratio by reason": ('outcome="infra_error"', "by (reason)"),
-        "Trials running": ("passhat_trials_running",),
+        "Trials running": ("passhat_trials_running", "passhat_trials_waiting"),
         "Trial throughput by outcome": ("rate(passhat_trials_total",),
         "Trial duration": ("passhat_trial_duration_seconds_bucket",),
         "Operator up": ("up{",),
         "Reconcile duration": ("passhat_reconcile_duration_seconds",),
         "Kubernetes API errors": ("passhat_api_errors_total",),
+        "pass^k by suite over time": ("passhat_suite_pass_hat_k",),
     }
     for title, fragments in wanted.items():
         assert title in text, title

@@ -18,13 +18,14 @@ from typing import Any
 import pytest
 
 from passhat.operator import kube
-from passhat.operator.kube import API_CALLS, API_CALLS_CLUSTER_WIDE, Kube
+from passhat.operator.kube import API_CALLS, API_CALLS_CLUSTER_WIDE, API_CALLS_NAMESPACED, Kube
 from tests.unit.test_chart_render import NAMESPACED, RELEASE, by_kind, render
 
 Grant = tuple[str, str, str]
 # The HTTP method of a request -> the RBAC verbs it may need (GET is get, list or watch).
 _VERBS = {"GET": {"get", "list", "watch"}, "POST": {"create"}, "PATCH": {"patch"}}
 _VERBS["DELETE"] = {"delete"}
+_VERBS["PUT"] = {"update"}
 
 
 def granted(role: dict[str, Any]) -> set[Grant]:
@@ -50,7 +51,7 @@ def operator_roles(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def test_the_table_names_real_methods_and_every_http_method_kube_sends() -> None:
     """Each `Kube.x` in API_CALLS exists, and each HTTP method `Kube` sends (found in its
     source) has a verb in the table."""
-    for where in [*API_CALLS, *API_CALLS_CLUSTER_WIDE]:
+    for where in [*API_CALLS, *API_CALLS_CLUSTER_WIDE, *API_CALLS_NAMESPACED]:
         for method in re.findall(r"Kube\.(\w+)", where):
             assert hasattr(Kube, method), where
     source = Path(kube.__file__).read_text()
@@ -71,20 +72,49 @@ def test_the_table_names_real_methods_and_every_http_method_kube_sends() -> None
 
 @pytest.mark.parametrize("sets", [(), NAMESPACED], ids=["cluster-wide", "namespaced"])
 def test_the_chart_grants_exactly_the_calls_the_operator_makes(sets: tuple[str, ...]) -> None:
-    """Cluster-wide: one ClusterRole with API_CALLS and kopf's CRD discovery; namespaced:
-    a Role per namespace with API_CALLS only. No ConfigMap list or watch anywhere."""
+    """Cluster-wide: one ClusterRole with API_CALLS and kopf's CRD discovery, bound
+    cluster-wide; namespaced: one ClusterRole with API_CALLS and the read and finalizer
+    release of its own RoleBindings (by name), bound in each served namespace only. No
+    ConfigMap list or watch anywhere."""
     roles = operator_roles(render(*sets))
     needed = set(API_CALLS.values())
+    (role,) = roles
+    assert role["kind"] == "ClusterRole"
     if not sets:
-        (role,) = roles
-        assert role["kind"] == "ClusterRole"
         assert granted(role) == needed | set(API_CALLS_CLUSTER_WIDE.values())
     else:
-        assert [r["kind"] for r in roles] == ["Role", "Role"]
-        for role in roles:
-            assert granted(role) == needed
+        # NB: bound only in the served namespaces (RoleBindings), never cluster-wide
+        assert granted(role) == needed | set(API_CALLS_NAMESPACED.values())
+        (binding_rule,) = [r for r in role["rules"] if r["resources"] == ["rolebindings"]]
+        assert binding_rule["resourceNames"] == [f"{RELEASE}-passhat-served"]
     for role in roles:
         assert not {("", "configmaps", "list"), ("", "configmaps", "watch")} & granted(role)
+
+
+@pytest.mark.parametrize("sets", [(), NAMESPACED], ids=["cluster-wide", "namespaced"])
+def test_leases_are_read_and_written_by_name_only(sets: tuple[str, ...]) -> None:
+    """The operator may get and update only its own Lease and the namespace claims
+    (resourceNames), never another Lease (a controller-manager's, say); in namespaced mode
+    a Role in the release namespace grants exactly that for the replicas' Lease."""
+    objects = render(*sets)
+    names = [f"{RELEASE}-passhat"] + ([f"{RELEASE}-passhat-leader"] if sets else [])
+    roles = [o for o in objects if o["kind"] in ("Role", "ClusterRole")]
+    lease_rules = [
+        (o["metadata"]["name"], rule)
+        for o in roles
+        for rule in o["rules"]
+        if rule["resources"] == ["leases"]
+    ]
+    assert {name for name, _ in lease_rules} == set(names)
+    for _, rule in lease_rules:
+        assert rule["apiGroups"] == ["coordination.k8s.io"]
+        if rule["verbs"] != ["create"]:
+            assert rule["verbs"] == ["get", "update"]
+            assert rule["resourceNames"] == ["passhat-operator", f"{RELEASE}-passhat"]
+    if sets:
+        (leader,) = [o for o in roles if o["metadata"]["name"] == f"{RELEASE}-passhat-leader"]
+        assert leader["metadata"]["namespace"] == "passhat-system"
+        assert granted(leader) == {v for v in API_CALLS.values() if v[0] == "coordination.k8s.io"}
 
 
 def test_metrics_admit_only_the_monitoring_namespace() -> None:

@@ -69,8 +69,11 @@ def test_default_install_is_cluster_wide() -> None:
         "ClusterRole",
         "ClusterRoleBinding",
         "Deployment",
+        "Job",
+        "Lease",
         "NetworkPolicy",
         "PersistentVolumeClaim",
+        "PodDisruptionBudget",
         "Secret",
         "Service",
         "ServiceAccount",
@@ -87,14 +90,30 @@ def test_default_install_is_cluster_wide() -> None:
     ]
 
 
-def test_namespaced_mode_has_roles_only_in_watched_namespaces() -> None:
-    """watchNamespaces gives a Role + RoleBinding per namespace and nothing cluster-wide."""
+def test_namespaced_mode_has_rights_only_in_watched_namespaces() -> None:
+    """watchNamespaces gives a RoleBinding per namespace to a ClusterRole that grants
+    nothing by itself (no ClusterRoleBinding), each binding holding the operator-rights
+    finalizer (a namespace being deleted keeps it until the operator let go: rights.py);
+    a Role + RoleBinding for the leader Lease in the release namespace."""
     objects = render(*NAMESPACED, NO_RECORDS_API)
-    assert not by_kind(objects, "ClusterRole") and not by_kind(objects, "ClusterRoleBinding")
+    assert not by_kind(objects, "ClusterRoleBinding")
+    (cluster_role,) = by_kind(objects, "ClusterRole")
     roles = by_kind(objects, "Role")
     bindings = by_kind(objects, "RoleBinding")
-    assert sorted(r["metadata"]["namespace"] for r in roles) == ["team-a", "team-b"]
-    assert sorted(b["metadata"]["namespace"] for b in bindings) == ["team-a", "team-b"]
+    assert [r["metadata"]["namespace"] for r in roles] == [RELEASE_NS]
+    served = sorted(bindings, key=lambda b: b["metadata"]["namespace"])
+    assert [b["metadata"]["namespace"] for b in served] == [RELEASE_NS, "team-a", "team-b"]
+    for binding in served[1:]:
+        assert binding["metadata"]["name"] == "ph-passhat-served"
+        assert binding["metadata"]["finalizers"] == ["passhat.dev/operator-rights"]
+        assert binding["roleRef"] == {
+            "apiGroup": "rbac.authorization.k8s.io",
+            "kind": "ClusterRole",
+            "name": cluster_role["metadata"]["name"],
+        }
+    assert "--rights-binding=ph-passhat-served" in operator_container(objects)["args"]
+    loose = render(*NAMESPACED, NO_RECORDS_API, "drainOnUninstall=false")
+    assert all("finalizers" not in b["metadata"] for b in by_kind(loose, "RoleBinding"))
     for binding in bindings:
         assert binding["subjects"][0]["namespace"] == RELEASE_NS
     args = operator_container(objects)["args"]
@@ -128,13 +147,42 @@ def test_rbac_is_least_privilege(sets: tuple[str, ...]) -> None:
     assert not {("", "configmaps", v) for v in ("list", "watch", "create")} & granted
 
 
-def test_deployment_is_one_restricted_replica() -> None:
-    """One replica, Recreate, probes on /healthz, resources, restricted security contexts."""
+def test_deployment_is_two_restricted_replicas_electing_a_leader() -> None:
+    """Two replicas electing a leader on the chart's Lease, rolling updates that start a
+    standby first, a PodDisruptionBudget; without election one replica and Recreate.
+    Probes on /healthz, resources, restricted security contexts."""
     objects = render(NO_RECORDS_API)
     (deployment,) = by_kind(objects, "Deployment")
     spec = deployment["spec"]
-    assert spec["replicas"] == 1
-    assert spec["strategy"] == {"type": "Recreate"}
+    assert spec["replicas"] == 2
+    assert spec["strategy"] == {
+        "type": "RollingUpdate",
+        "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0},
+    }
+    (lease,) = by_kind(objects, "Lease")
+    assert lease["metadata"] == {**lease["metadata"], "name": "ph-passhat", "namespace": RELEASE_NS}
+    assert "spec" not in lease  # NB: the operator's to write; helm never patches it
+    args = operator_container(objects)["args"]
+    assert f"--lease={RELEASE_NS}/ph-passhat" in args
+    assert {"--lease-duration=10", "--renew-deadline=7", "--retry-period=2"} <= set(args)
+    (pdb,) = by_kind(objects, "PodDisruptionBudget")
+    assert pdb["spec"]["minAvailable"] == 1
+    assert pdb["spec"]["selector"]["matchLabels"].items() <= (
+        spec["template"]["metadata"]["labels"].items()
+    )
+    # NB: the default record store is a ReadWriteOnce claim: both replicas on its node
+    (term,) = spec["template"]["spec"]["affinity"]["podAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ]
+    assert term["topologyKey"] == "kubernetes.io/hostname"
+    assert term["labelSelector"]["matchLabels"] == pdb["spec"]["selector"]["matchLabels"]
+    (s3,) = by_kind(render(NO_RECORDS_API, "records.store=none"), "Deployment")
+    assert "affinity" not in s3["spec"]["template"]["spec"]
+    single = render(NO_RECORDS_API, "leaderElection.enabled=false")
+    (one,) = by_kind(single, "Deployment")
+    assert one["spec"]["replicas"] == 1 and one["spec"]["strategy"] == {"type": "Recreate"}
+    assert not by_kind(single, "Lease") and not by_kind(single, "PodDisruptionBudget")
+    assert not [a for a in operator_container(single)["args"] if a.startswith("--lease")]
     pod = spec["template"]["spec"]
     assert pod["securityContext"]["runAsNonRoot"] is True
     assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
@@ -197,7 +245,8 @@ def test_monitoring_extras_render_when_enabled() -> None:
 @pytest.mark.parametrize(
     ("value", "field"),
     [
-        ("replicaCount=2", "replicaCount"),
+        ("replicas=2", "replicas"),
+        ("replicaCount=0", "replicaCount"),
         ("image.pullPolicy=Sometimes", "pullPolicy"),
         ("watchNamespaces={Team_A}", "watchNamespaces"),
         ("operator.metricsPort=80", "metricsPort"),
@@ -241,3 +290,47 @@ def test_renders_for_helms_default_kubernetes_version() -> None:
     version = helm("version", "--template", "{{.Version}}").stdout
     proc = helm("template", RELEASE, str(CHART), "--namespace", RELEASE_NS, check=False)
     assert proc.returncode == 0, f"helm {version}: {proc.stderr}"
+
+
+def test_values_of_an_older_release_get_the_day2_defaults() -> None:
+    """`helm upgrade --reuse-values` from 0.3.x keeps only the old values: without the new
+    keys (null here deletes them) the chart still renders, with their defaults."""
+    objects = render(
+        NO_RECORDS_API,
+        "leaderElection=null",
+        "podDisruptionBudget=null",
+        "drainOnUninstall=null",
+        "drainTimeoutSeconds=null",
+        "replicaCount=null",
+    )
+    (deployment,) = by_kind(objects, "Deployment")
+    assert deployment["spec"]["replicas"] == 2
+    assert f"--lease={RELEASE_NS}/ph-passhat" in operator_container(objects)["args"]
+    assert by_kind(objects, "PodDisruptionBudget") and by_kind(objects, "Lease")
+    (job,) = by_kind(objects, "Job")
+    assert job["spec"]["activeDeadlineSeconds"] == 300
+
+
+def test_uninstall_runs_the_drain_first() -> None:
+    """A pre-delete hook Job runs `passhat operator drain` with the operator's account,
+    arguments (namespaces, Lease, RoleBinding, record store) and pod key, restricted like
+    the operator; deleted once it succeeded. drainOnUninstall=false drops it."""
+    objects = render(*NAMESPACED, NO_RECORDS_API, "records.store=none")
+    (job,) = by_kind(objects, "Job")
+    annotations = job["metadata"]["annotations"]
+    assert annotations["helm.sh/hook"] == "pre-delete"
+    assert annotations["helm.sh/hook-delete-policy"] == "before-hook-creation,hook-succeeded"
+    pod = job["spec"]["template"]["spec"]
+    (deployment,) = by_kind(objects, "Deployment")
+    operator = deployment["spec"]["template"]["spec"]
+    assert pod["serviceAccountName"] == operator["serviceAccountName"]
+    assert pod["restartPolicy"] == "Never"
+    (container,) = pod["containers"]
+    assert container["args"][:2] == ["operator", "drain"]
+    shared = [a for a in operator_container(objects)["args"] if not a.startswith("--metrics")]
+    assert container["args"][2:] == shared[1:]
+    assert "--rights-binding=ph-passhat-served" in container["args"]
+    assert container["securityContext"] == operator_container(objects)["securityContext"]
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    assert volumes["pod-key"] == {v["name"]: v for v in operator["volumes"]}["pod-key"]
+    assert not by_kind(render(NO_RECORDS_API, "drainOnUninstall=false"), "Job")

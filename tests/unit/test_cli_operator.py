@@ -180,8 +180,14 @@ def test_report_prints_what_score_prints(
             "ks": [3, 1],
             "trial": {"template": TEMPLATE},
         },
-        "status": {"phase": "Succeeded", "progress": {"done": 9}, "ledger": ledger.pack()},
+        "status": {
+            "phase": "Succeeded",
+            "progress": {"done": 9},
+            "ledger": ledger.pack(),
+            "conditions": [{"type": "Complete", "status": "True", "reason": "AllTrialsFinal"}],
+        },
     }
+    status: dict[str, Any] = obj["status"]  # type: ignore[assignment]
     fake_live(monkeypatch, obj)
     trials = tmp_path / "trials.jsonl"
     trials.write_text("".join(json.dumps(row) + "\n" for row in rows))
@@ -194,6 +200,20 @@ def test_report_prints_what_score_prints(
     code, text, err = run(capsys, "report", "ev", "-n", "ns", "--no-intervals")
     assert code == 0, err
     assert "ns/ev: Succeeded, 9/9 trials final" in text
+    status["graderCheck"] = {
+        "phase": "Done",
+        "noiseRate": 0.25,
+        "maxNoiseRate": 0.1,
+        "stable": False,
+        "noisyTotal": 1,
+        "judged": 4,
+    }
+    code, text, err = run(capsys, "report", "ev", "-n", "ns", "--no-intervals")
+    assert code == 0, err
+    assert (
+        "ns/ev: Succeeded, 9/9 trials final; grader noise rate 0.250, max 0.1: NOT stable "
+        "(1 of 4 regraded transcripts noisy, status.graderCheck)"
+    ) in " ".join(text.split())
 
 
 def test_report_k_above_trials_is_one_line(
@@ -207,3 +227,101 @@ def test_report_k_above_trials_is_one_line(
     fake_live(monkeypatch, obj)
     code, _, err = run(capsys, "report", "ev", "-n", "ns", "--k", "5")
     one_line_error(code, err, "--k 5")
+
+
+def test_report_intervals_default_to_the_gates_confidence(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A gate at confidence 0.8: the report prints 80% intervals (the status's) unless
+    --level says otherwise; the verdict is in the title and on stderr, and sets the code."""
+    ledger = SlotLedger(2, 2)
+    for task in range(2):
+        for trial in range(2):
+            outcome = Outcome.PASS if task == 0 else Outcome.FAIL
+            ledger.record(task, trial, 0, Verdict(outcome, "x"), final=True)
+    message = "passHatK at k=2: lower bound 0.0000 of its 80% interval (estimate 0.5000), min 0.5"
+    obj = {
+        "metadata": {"name": "ev", "namespace": "ns", "generation": 1},
+        "spec": {
+            "tasks": [{"id": "a"}, {"id": "b"}],
+            "trials": 2,
+            "trial": {"template": TEMPLATE},
+            "gate": {
+                "metric": "passHatK",
+                "k": 2,
+                "min": 0.5,
+                "statistic": "lowerBound",
+                "confidence": 0.8,
+            },
+        },
+        "status": {
+            "ledger": ledger.pack(),
+            "conditions": [
+                {"type": "Complete", "status": "True", "reason": "AllTrialsFinal"},
+                {
+                    "type": "GatePassed",
+                    "status": "False",
+                    "reason": "GateMissed",
+                    "message": message,
+                },
+            ],
+        },
+    }
+    fake_live(monkeypatch, obj)
+    code, text, err = run(capsys, "report", "ev", "-n", "ns")
+    assert code == 1, err
+    assert "[80% bootstrap intervals over tasks]" in text
+    assert "; gate FAILED: passHatK at k=2" in text.splitlines()[0]
+    assert f"passhat: gate FAILED: {message}" in err
+    code, text, _ = run(capsys, "report", "ev", "-n", "ns", "--level", "0.9")
+    assert "[90% bootstrap intervals over tasks]" in text
+
+
+def test_report_wait_rides_out_api_errors_and_says_progress(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """--wait: a running eval, then an API error (retried, said), then Complete: exit 0
+    after one progress line; --wait 0 on a running eval: one read, exit 3."""
+    from passhat.api.errors import UsageError
+    from passhat.operator import command
+
+    ledger = SlotLedger(1, 1)
+    obj: dict[str, Any] = {
+        "metadata": {"name": "ev", "namespace": "ns", "generation": 1},
+        "spec": {"tasks": [{"id": "a"}], "trials": 1, "trial": {"template": TEMPLATE}},
+        "status": {"ledger": ledger.pack(), "progress": {"done": 0, "running": 1}},
+    }
+    reads: list[str] = []
+
+    def read(name: str, namespace: str, *, kubeconfig: str | None = None) -> live.LiveEval:
+        reads.append(name)
+        if len(reads) == 2:
+            raise UsageError("cannot read consistencyeval ns/ev: 503 Service Unavailable")
+        status = dict(obj["status"])
+        if len(reads) >= 3:
+            done = SlotLedger(1, 1)
+            done.record(0, 0, 0, Verdict(Outcome.PASS, "x"), final=True)
+            status = {
+                "ledger": done.pack(),
+                "progress": {"done": 1, "running": 0},
+                "conditions": [{"type": "Complete", "status": "True", "reason": "AllTrialsFinal"}],
+            }
+        spec, task_ids, tallies = live.tallies_of({**obj, "status": status}, {})
+        return live.LiveEval(namespace, name, spec, task_ids, tallies, status, generation=1)
+
+    monkeypatch.setattr(live, "read_live_eval", read)
+    monkeypatch.setattr(command, "WAIT_POLL_SECONDS", 0.0)
+    code, _, err = run(capsys, "report", "ev", "-n", "ns", "--wait", "--no-intervals")
+    assert code == 0, err
+    assert len(reads) == 3
+    assert "passhat: waiting for ns/ev: 0/1 trial slots final, 1 running" in err
+    assert "503 Service Unavailable; retrying" in err
+    monkeypatch.setattr(live, "read_live_eval", lambda *_, **__: _running(obj))
+    code, _, err = run(capsys, "report", "ev", "-n", "ns", "--wait", "0", "--no-intervals")
+    assert code == 3 and "did not finish within 0s" in err
+
+
+def _running(obj: dict[str, Any]) -> live.LiveEval:
+    """`obj` as read from a cluster (generation 1)."""
+    spec, task_ids, tallies = live.tallies_of(obj, {})
+    return live.LiveEval("ns", "ev", spec, task_ids, tallies, obj["status"], generation=1)

@@ -88,6 +88,7 @@ def test_a_fifo_transcript_is_no_transcript(
         ("--parallelism", "0", "1 or more"),
         ("--sample", "0", "1 or more"),
         ("--times", "1", "at least 2"),
+        ("--times", "0", "at least 2"),  # not "1 or more", then "at least 2" for 1
     ],
 )
 def test_bad_options_are_one_line(

@@ -116,7 +116,7 @@ def test_bad_files_exit_2_with_one_line(
         (["score"], "the following arguments are required: FILE"),
         (["score", "/nonexistent/trials.jsonl"], "/nonexistent/trials.jsonl: no such file"),
         (["compare", BIMODAL, "/nonexistent.csv"], "/nonexistent.csv: no such file"),
-        (["power", "--mean-rate", "0.9", "--diff", "0.2"], "diff=0.2 must keep the mean rate"),
+        (["power", "--mean-rate", "0.9", "--diff", "0.2"], "--diff 0.2 must keep the mean rate"),
         (["score", BIMODAL, "--seed", "-1"], "argument --seed: must be between 0 and 4294967295"),
         (["compare", BIMODAL, BIMODAL, "--seed", "-1"], "argument --seed: must be between 0"),
         (
@@ -129,7 +129,7 @@ def test_bad_files_exit_2_with_one_line(
         (["power", "--mean-rate", "0.5", "--diff", "0.1", "--task-sd", "inf"], "finite number"),
         (["power", "--mean-rate", "0.5", "--diff", "0.1", "--task-sd", "nan"], "finite number"),
         (["power", "--mean-rate", "0.5", "--diff", "0.1", "--task-sd", "2"], "between 0 and 1"),
-        (["power", "--mean-rate", "0.5", "--diff", "1e-300"], "diff=1e-300 is too small"),
+        (["power", "--mean-rate", "0.5", "--diff", "1e-300"], "--diff 1e-300 is too small"),
         (["power", "--mean-rate", "nan", "--diff", "0.1"], "--mean-rate: expected a finite"),
         (["power", "--diff", "0.1"], "one of the arguments --pilot --mean-rate is required"),
         (["power", "--mean-rate", "0.5", "--diff", "0.1", "--alpha", "2"], "--alpha"),
@@ -155,7 +155,9 @@ def test_compare_cli(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None
     bad.write_text("".join(f'{{"task_id": "t{i}", "outcome": "fail"}}\n' for i in range(8)) * 2)
     code, out, _ = _run(capsys, "compare", str(good), str(bad), "--k", "2", "--format", "json")
     assert code == 0
-    (result,) = json.loads(out)
+    document = json.loads(out)
+    (result,) = document["by_k"]
+    assert [c["change"] for c in document["changes"]] == ["regressed"] * 8
     assert result["tasks_paired"] == 8
     assert result["pass_hat_k"]["verdict"] == "worse"
     assert result["pass_hat_k"]["p_value"] == pytest.approx(2 / 256)

@@ -21,11 +21,14 @@ ALLOWED: dict[str, set[str]] = {
     "metrics": {"stats", "api", "trials"},
     "records": {"stats", "api", "trials"},
     "grading": {"stats", "api", "trials", "records"},
+    "history": {"stats", "api", "trials", "records", "report"},
     "local": _BASE,
-    "operator": _BASE,
-    "runner": _BASE,
-    "cli": _BASE | {"local", "operator", "runner"},
+    "operator": _BASE | {"history"},
+    "harness": _BASE,
+    "runner": _BASE | {"harness"},
+    "cli": _BASE | {"harness", "local", "operator", "runner", "history"},
     "__main__": {"cli"},
+    "kubectl_plugin": {"cli", "operator", "api"},
 }
 
 

@@ -32,11 +32,24 @@ DESIGN_NAMES = [
     "passhat_archive_errors_total",
     # added with create pacing (issue #17; docs/operator.md#pacing-writes)
     "passhat_create_backoffs_total",
+    # added with release gates (issue #21; docs/operator.md#metrics)
+    "passhat_interval_bound",
+    # added with queues (issue #23; docs/operator.md#queues-kueue)
+    "passhat_trials_waiting",
+    # added with the grader stability check (issue #19; docs/operator.md#metrics)
+    "passhat_grader_noise_rate",
+    # added with what the trials cost (issue #21; docs/operator.md#metrics)
+    "passhat_cost_usd",
+    "passhat_tokens",
+    "passhat_cpu_seconds",
+    # added with suites (issue #21; docs/operator.md#metrics)
+    "passhat_eval_suite",
+    "passhat_suite_pass_hat_k",
 ]
 
 STATUS = {
     "phase": "Running",
-    "progress": {"done": 10, "running": 3, "pending": 7, "retries": 1},
+    "progress": {"done": 10, "running": 3, "waiting": 2, "pending": 5, "retries": 1},
     "summary": {
         "byK": [
             {"k": 1, "tasksScored": 4, "meanPassRate": 0.75, "passAtK": 0.75, "passHatK": 0.75},
@@ -88,10 +101,12 @@ def test_design_names_are_exported() -> None:
 
 
 def test_help_texts_list_label_values(fresh: tuple[CollectorRegistry, metrics.Metrics]) -> None:
-    """Every per-eval metric's help text names its labels."""
+    """Every per-eval (per-suite) metric's help text names its labels."""
     registry, _ = fresh
     for family in registry.collect():
-        assert "labels: namespace, eval" in family.documentation, family.name
+        per_suite = family.name.startswith("passhat_suite_")
+        labels = "labels: namespace, suite" if per_suite else "labels: namespace, eval"
+        assert labels in family.documentation, family.name
     for metric in (
         metrics.RECONCILE_DURATION_SECONDS,
         metrics.API_ERRORS_TOTAL,
@@ -113,6 +128,7 @@ def test_observe_status_sets_every_gauge(fresh: tuple[CollectorRegistry, metrics
     assert got["passhat_infra_error_ratio{}"] == 0.125
     assert got["passhat_gate_passed{}"] == 0
     assert got["passhat_trials_running{}"] == 3
+    assert got["passhat_trials_waiting{}"] == 2
 
 
 def test_flaky_count_beats_capped_list(fresh: tuple[CollectorRegistry, metrics.Metrics]) -> None:
@@ -206,6 +222,30 @@ def test_write_textfile_matches_summaries(tmp_path: Path) -> None:
     assert [p.name for p in tmp_path.iterdir()] == ["passhat.prom"]
 
 
+def test_spend_follows_status_usage(fresh: tuple[CollectorRegistry, metrics.Metrics]) -> None:
+    """status.usage becomes passhat_cost_usd, passhat_tokens{kind} and passhat_cpu_seconds;
+    absent while nothing was reported or measured."""
+    registry, m = fresh
+    metrics.observe_status("ns1", "ev", {"usage": {}}, metrics=m)
+    assert not any(
+        k.startswith(("passhat_cost", "passhat_tokens")) for k in of_eval(registry, "ns1", "ev")
+    )
+    usage = {
+        "reportedAttempts": 3,
+        "measuredAttempts": 2,
+        "inputTokens": 1200,
+        "outputTokens": 80,
+        "costUSD": 0.75,
+        "cpuSeconds": 4.5,
+    }
+    metrics.observe_status("ns1", "ev", {"usage": usage}, metrics=m)
+    got = of_eval(registry, "ns1", "ev")
+    assert got["passhat_cost_usd{}"] == 0.75
+    assert got["passhat_tokens{kind=input}"] == 1200
+    assert got["passhat_tokens{kind=output}"] == 80
+    assert got["passhat_cpu_seconds{}"] == 4.5
+
+
 def test_write_textfile_to_a_missing_directory_is_a_usage_error(tmp_path: Path) -> None:
     """An unwritable path is one clear UsageError naming it, and leaves no temp file."""
     target = tmp_path / "nope" / "passhat.prom"
@@ -244,3 +284,33 @@ def test_infra_errors_by_reason_follow_the_status(
         "passhat_infra_error_attempts{reason=evicted}": 1.0,
         "passhat_infra_error_attempts{reason=timeout}": 3.0,
     }
+
+
+def test_status_intervals_become_bound_series(
+    fresh: tuple[CollectorRegistry, metrics.Metrics],
+) -> None:
+    """Each byK row's interval pairs are `passhat_interval_bound` low/high series."""
+    registry, m = fresh
+    status = {
+        "summary": {
+            "byK": [
+                {
+                    "k": 2,
+                    "tasksScored": 3,
+                    "meanPassRate": 0.5,
+                    "passAtK": 0.6,
+                    "passHatK": 0.4,
+                    "meanPassRateInterval": [0.2, 0.8],
+                    "passAtKInterval": [0.3, 0.9],
+                    "passHatKInterval": [0.1, 0.7],
+                }
+            ]
+        }
+    }
+    metrics.observe_status("ns", "ev", status, metrics=m)
+    got = of_eval(registry, "ns", "ev")
+    assert got["passhat_interval_bound{bound=low,k=2,metric=pass_hat_k}"] == 0.1
+    assert got["passhat_interval_bound{bound=high,k=2,metric=mean_pass_rate}"] == 0.8
+    status["summary"]["byK"][0] = {"k": 2, "tasksScored": 3, "passHatK": 0.4}
+    metrics.observe_status("ns", "ev", status, metrics=m)
+    assert not [n for n in of_eval(registry, "ns", "ev") if "interval" in n]

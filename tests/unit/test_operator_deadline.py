@@ -60,7 +60,7 @@ def test_past_the_deadline_the_eval_fails_and_keeps_what_was_scored() -> None:
     assert complete is not None and complete["status"] == "False"
     assert complete["reason"] == "DeadlineExceeded"
     assert complete["message"].startswith("1/4 trial slots final; the rest never will: ")
-    assert status["progress"] == {"done": 1, "running": 0, "pending": 3, "retries": 0}
+    assert status["progress"] == {"done": 1, "running": 0, "waiting": 0, "pending": 3, "retries": 0}
     assert status["summary"]["byK"][0]["tasksScored"] == 1
     assert "completionTime" not in status
     ledger = SlotLedger.unpack(status["ledger"])

@@ -9,12 +9,41 @@ import pytest
 from passhat.operator import events
 
 
-def test_retry_event_names_slot_reason_and_delay() -> None:
-    """A retry event says which slot, why, and when the next attempt starts."""
-    ev = events.trial_retried(task_id="t-7", trial=2, attempt=0, reason="oom_killed", delay_s=10)
+def test_retry_burst_counts_reasons_and_names_a_few() -> None:
+    """A burst of retries is one event: how many, by reason, the first few trials named,
+    the delay range and the eval's running total."""
+    notes = [
+        events.RetryNote("t-7", 2, 0, "oom_killed", delay_s=10),
+        events.RetryNote("t-8", 0, 1, "evicted", delay_s=20, message="node drained"),
+    ]
+    ev = events.trials_retried(notes, retries_total=5)
     assert (ev.type, ev.reason) == ("Warning", "TrialRetried")
     assert ev.message == (
-        "task t-7 trial 2 attempt 0 ended as infra_error/oom_killed; retrying as attempt 1 in 10s"
+        "2 trial attempts ended as infra errors (evicted 1, oom_killed 1), retrying in 10-20s: "
+        "task t-7 trial 2 attempt 0 (oom_killed); task t-8 trial 0 attempt 1 (evicted: node "
+        "drained); 5 retries so far"
+    )
+    many = [events.RetryNote(f"t{i}", 0, 0, "lost", delay_s=1) for i in range(300)]
+    big = events.trials_retried(many, retries_total=300)
+    assert big.message.startswith("300 trial attempts ended as infra errors (lost 300), ")
+    assert "; and 295 more; 300 retries so far" in big.message
+    assert len(big.message) < 600
+    one = events.retries_exhausted([events.RetryNote("t-7", 2, 3, "oom_killed")])
+    assert (one.type, one.reason) == ("Warning", "RetriesExhausted")
+    assert one.message.startswith("1 trial slot used up their retries (oom_killed 1)")
+    single = events.trials_retried(notes[:1], retries_total=1)
+    assert single.message.startswith("1 trial attempt ended as an infra error (oom_killed 1)")
+    assert single.message.endswith("; 1 retry so far")
+
+
+def test_started_event_says_what_runs() -> None:
+    """The start event gives slots, parallelism and the gate."""
+    gate = {"metric": "passHatK", "k": 4, "min": 0.5}
+    ev = events.started(tasks=4, trials=4, parallelism=4, gate=gate)
+    assert (ev.type, ev.reason) == ("Normal", "Started")
+    assert ev.message == (
+        "started 4 tasks x 4 trials = 16 trial slots, at most 4 at a time; "
+        "gate passHatK at k=4 >= 0.5"
     )
 
 
@@ -45,7 +74,7 @@ def test_completed_event_carries_headline_numbers() -> None:
     ev = events.completed(status)
     assert (ev.type, ev.reason) == ("Normal", "Completed")
     assert ev.message == (
-        "all 40 trials final, mean pass rate 0.7500, pass^1=0.7500, pass^3=0.5000, "
+        "all 40 trials final, mean pass rate 75.0%, pass^1 75.0%, pass^3 50.0%, "
         "2 flaky, infra errors 5.0%"
     )
     assert events.completed({}).message == "all ? trials final"

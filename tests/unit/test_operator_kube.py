@@ -17,7 +17,8 @@ from passhat.operator.config import OperatorConfig
 from passhat.operator.kube import Kube, slim_pod
 from passhat.operator.loop import _duration
 from passhat.operator.ownership import PodSigner
-from passhat.operator.pods import FINALIZER, pod_key
+from passhat.operator.pods import ANNOTATION_TRANSCRIPT, FINALIZER, LABEL_GRADING, pod_key
+from passhat.operator.queueing import waiting_for_admission
 from passhat.trials.classify_pod import classify_pod
 
 PODS = Path(__file__).resolve().parents[1] / "fixtures" / "pods"
@@ -33,7 +34,8 @@ def fixture(name: str) -> dict[str, Any]:
 @pytest.mark.parametrize("age_s", [1.0, 30.0, 3600.0])
 @pytest.mark.parametrize("timeout_is", ["infra_error", "fail"])
 def test_slim_pod_classifies_like_the_whole_pod(name: str, age_s: float, timeout_is: Any) -> None:
-    """Every captured pod gets the same verdict (and message), key and duration slimmed."""
+    """Every captured pod gets the same verdict (and message), key, duration and
+    waiting-for-admission slimmed."""
     pod = fixture(name)
     created = datetime.fromisoformat(pod["metadata"]["creationTimestamp"].replace("Z", "+00:00"))
     slim = slim_pod(pod)
@@ -46,6 +48,7 @@ def test_slim_pod_classifies_like_the_whole_pod(name: str, age_s: float, timeout
     assert verdict(slim) == verdict(pod)
     assert pod_key(slim) == pod_key(pod)
     assert _duration(slim) == _duration(pod)
+    assert waiting_for_admission(slim) == waiting_for_admission(pod) == (name == "kueue_gated.json")
 
 
 def test_slim_pod_keeps_only_what_is_read() -> None:
@@ -71,6 +74,16 @@ def test_slim_pod_keeps_only_what_is_read() -> None:
     assert len(json.dumps(slim)) < len(json.dumps(pod)) / 2
     deleted = slim_pod(fixture("sigterm_deleted.json"))["metadata"]
     assert {"deletionTimestamp", "deletionGracePeriodSeconds"} <= set(deleted)
+
+
+def test_slim_pod_keeps_the_scheduling_gates() -> None:
+    """A pod gated by Kueue still reads as waiting for admission once slimmed (the loop
+    counts it as waiting, not running, and bounds the eval's queued pods by it)."""
+    pod = fixture("kwok_exit0.json")
+    pod["spec"]["schedulingGates"] = [{"name": "kueue.x-k8s.io/admission"}]
+    assert waiting_for_admission(slim_pod(pod))
+    del pod["spec"]["schedulingGates"]
+    assert not waiting_for_admission(slim_pod(pod))
 
 
 @pytest.mark.parametrize(
@@ -427,3 +440,18 @@ def test_slim_pod_keeps_the_creation_mark_only() -> None:
         "passhat.dev/created-by": pod["metadata"]["annotations"]["passhat.dev/created-by"]
     }
     assert PodSigner(OperatorConfig().pod_key).owner_uid(slim_pod(pod)) == "e-1"
+
+
+def test_a_kept_grader_pod_lets_its_transcript_go_in_the_same_patch() -> None:
+    """A grader pod kept after its verdict: the same one patch also empties the transcript
+    annotation (up to 192 KiB per grader pod, 2,000 grader pods an eval, kept until the
+    eval is deleted: ~375 MiB of etcd, and the transcripts readable with `get pods`)."""
+    pod = ours("p", ["other", FINALIZER])
+    pod["metadata"]["labels"][LABEL_GRADING] = "0-1"
+    kube = ScriptedKube([])
+    kube.settle("ns", keep=[pod], release=[], create=[])
+    kube.drain()
+    empty = {"op": "add", "path": "/metadata/annotations/passhat.dev~1transcript", "value": ""}
+    assert kube.requests == [("PATCH", POD_PATH, [*TEST_OURS_AT_1, ADD_RECORDED, empty])]
+    assert empty["path"].endswith(ANNOTATION_TRANSCRIPT.replace("/", "~1"))
+    kube.close()

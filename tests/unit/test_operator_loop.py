@@ -15,10 +15,19 @@ from passhat.operator.ownership import PodSigner
 from passhat.operator.pods import FINALIZER, LABEL_RECORDED, EvalRef, pod_key
 from passhat.operator.status import condition_status
 from passhat.trials.ledger import SlotLedger, SlotState
-from tests.unit.operator_fake import FakeApi, FakeKubelet, Killed, Script, terminated
+from tests.unit.operator_fake import (
+    FakeApi,
+    FakeKubelet,
+    GraderScript,
+    Killed,
+    Script,
+    terminated,
+)
 
 N_TASKS, TRIALS, RETRIES = 6, 5, 2
-CONFIG = OperatorConfig(deleted_pod_grace_s=30.0, image_error_grace_s=5.0)
+# NB: every pass that records writes (status_interval_s=0): these tests follow the
+# ledger pass by pass; test_operator_retention.py runs the kill tests with it deferred.
+CONFIG = OperatorConfig(deleted_pod_grace_s=30.0, image_error_grace_s=5.0, status_interval_s=0.0)
 
 
 class Clock:
@@ -80,14 +89,22 @@ def expected_ledger(run: Script) -> SlotLedger:
 class Harness:
     """One eval, a fake API server, a fake kubelet and an operator that can be killed."""
 
-    def __init__(self, seed: int, *, body: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        seed: int,
+        *,
+        body: dict[str, Any] | None = None,
+        grader: GraderScript | None = None,
+        config: OperatorConfig = CONFIG,
+    ) -> None:
         self.rng = random.Random(seed)
+        self.config = config
         self.clock = Clock()
         self.api = FakeApi(rng=random.Random(seed + 1), clock=self.clock)
         stored = self.api.add_eval("ns", "demo", body or spec())
         meta = stored["metadata"]
         self.ref = EvalRef("ns", "demo", meta["uid"])
-        self.kubelet = FakeKubelet(self.api, script, rng=random.Random(seed + 2))
+        self.kubelet = FakeKubelet(self.api, script, rng=random.Random(seed + 2), grader=grader)
         self.loop = self.new_loop()
         self.kills = 0
         self.recorded: list[tuple[int, int, int]] = []
@@ -99,18 +116,20 @@ class Harness:
             self.recorded.append((item.key.task, item.key.trial, item.key.attempt))
 
         return EvalLoop(
-            self.api, self.ref, config=CONFIG, clock=self.clock, on_recorded=on_recorded
+            self.api, self.ref, config=self.config, clock=self.clock, on_recorded=on_recorded
         )
 
-    def collect_events(self) -> list[Any]:
-        """Replace the operator by one whose posted events land in the returned list."""
+    def collect_events(self, *, started: bool = False) -> list[Any]:
+        """Replace the operator by one whose posted events land in the returned list (the
+        Started event too only when `started`: test_operator_events_story pins it)."""
         posted: list[Any] = []
+
+        def post(body: Any, event: Any) -> None:
+            if started or event.reason != "Started":
+                posted.append(event)
+
         self.loop = EvalLoop(
-            self.api,
-            self.ref,
-            config=self.loop.config,
-            clock=self.clock,
-            post_event=lambda body, event: posted.append(event),
+            self.api, self.ref, config=self.loop.config, clock=self.clock, post_event=post
         )
         return posted
 
@@ -196,6 +215,7 @@ def test_uninterrupted_run_matches_the_script() -> None:
     assert status["progress"] == {
         "done": N_TASKS * TRIALS,
         "running": 0,
+        "waiting": 0,
         "pending": 0,
         "retries": ledger.retries,
     }

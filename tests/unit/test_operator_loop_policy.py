@@ -98,7 +98,7 @@ def test_type_confusion_is_a_config_error_with_the_servers_message() -> None:
     message = config_error(harness)
     assert "the API server refused the trial pod: create: HTTP 400" in message
     assert "PodSpec.spec.hostNetwork of type bool" in message
-    assert [event.reason for event in events] == ["ConfigError"]
+    assert [event.reason for event in events] == ["Started", "ConfigError"]
 
 
 def test_pod_too_large_for_the_api_server_is_a_config_error() -> None:

@@ -85,6 +85,45 @@ def pacer(clock: Clock, **settings: Any) -> CreatePacer:
     return CreatePacer(config=OperatorConfig(**settings), clock=clock)
 
 
+class SlowPods(Pods):
+    """Pods whose every batch takes 0.4 s on `clock` (a loaded API server)."""
+
+    def __init__(self, clock: Clock) -> None:
+        super().__init__(room=10_000)
+        self.clock = clock
+
+    def settle(self, namespace: str, **kwargs: Any) -> list[str]:
+        self.clock.now += 0.4
+        return super().settle(namespace, **kwargs)
+
+
+def test_a_pass_stops_starting_batches_after_create_pass_max_s() -> None:
+    """With 0.4 s per batch a pass sends 1, 2, 4 and stops (1.2 s >= 1 s): 7 created of
+    500, and the pacer is not told that every create went through."""
+    clock = Clock()
+    api, paces = SlowPods(clock), pacer(clock)
+    paced = create_paced(api, "ns", list(range(500)), lambda k: {"name": f"p{k}"}, paces)
+    assert api.batches == [1, 2, 4] and paced.created == 7
+    assert paces.window == 8
+
+
+def test_the_next_pass_goes_on_where_slow_start_got_to() -> None:
+    """Pass 1 ramps 1, 2, 4, ... to the cap; pass 2 (the next wave) starts at the cap, not
+    at 1 again; after a refusal the pass after starts at 1 again."""
+    clock = Clock()
+    api, paces = Pods(room=150), pacer(clock)
+    build = lambda k: {"name": f"p{k}"}  # noqa: E731
+    create_paced(api, "ns", list(range(100)), build, paces)
+    assert api.batches == [1, 2, 4, 8, 16, 32, 32, 5]
+    api.batches.clear()
+    create_paced(api, "ns", list(range(100, 140)), build, paces)
+    assert api.batches == [32, 8]
+    api.batches.clear()
+    create_paced(api, "ns", list(range(140, 200)), build, paces)  # NB: room for 10 more
+    assert api.batches == [32]
+    assert paces.window == 1
+
+
 def test_a_pass_stops_at_the_first_refused_batch() -> None:
     """Room for 5 pods out of 100 wanted: batches 1, 2, 4 (the last one refused), so 6
     POSTs instead of 100, and the eval backs off (counted in passhat_create_backoffs_total)."""
@@ -227,7 +266,7 @@ def test_a_5000_trial_eval_on_a_3_pod_quota_posts_little_and_still_runs() -> Non
         c for c in api.evals["big"]["status"]["conditions"] if c["type"] == "CreateRefused"
     )
     assert refused["reason"] == "QuotaExceeded"
-    assert [event.reason for event in posted] == [events.QUOTA_EXCEEDED]
+    assert [event.reason for event in posted] == [events.STARTED, events.QUOTA_EXCEEDED]
 
 
 class SlimApi(FakeApi):

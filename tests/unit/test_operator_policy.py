@@ -81,3 +81,23 @@ def test_unhashable_class_names_are_refused_not_a_crash() -> None:
     """A class name of the wrong type is refused (the API server would refuse it too)."""
     odd = template(priorityClassName={"name": "x"}, nodeName=["n"])
     assert len(TrialPolicy().problems(odd, namespace="a")) == 2
+
+
+def test_kueue_workload_priority_class_comes_from_the_same_list() -> None:
+    """The Kueue WorkloadPriorityClass label is held to operator.allowedPriorityClasses: a
+    high one would preempt other teams' workloads in a shared queue."""
+    labelled = template()
+    labelled["metadata"] = {"labels": {"kueue.x-k8s.io/priority-class": "urgent", "team": "a"}}
+    assert TrialPolicy(priority_classes=frozenset({"batch-low"})).problems(
+        labelled, namespace="a"
+    ) == [
+        'spec.trial.template.metadata.labels["kueue.x-k8s.io/priority-class"]: urgent is '
+        "not an allowed workload priority class (allowed: batch-low); the cluster admin "
+        "lists them in the chart value operator.allowedPriorityClasses (passhat operator "
+        "--allow-priority-class NAME)"
+    ]
+    granted = TrialPolicy(priority_classes=frozenset({"urgent"}))
+    assert granted.problems(labelled, namespace="a") == []
+    odd = template()
+    odd["metadata"] = ["not", "a", "mapping"]
+    assert TrialPolicy().problems(odd, namespace="a") == []

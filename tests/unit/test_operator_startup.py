@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+import itertools
 import logging
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
@@ -13,6 +14,7 @@ import pytest
 from passhat import metrics
 from passhat.operator import handlers
 from passhat.operator.config import OperatorConfig
+from passhat.operator.kube import ApiError
 from passhat.operator.ownership import PodSigner
 from passhat.operator.pods import FINALIZER, LABEL_EVAL_UID, EvalRef
 
@@ -29,21 +31,27 @@ def served() -> Iterator[Callable[[list[str]], None]]:
     handlers.runtime.config, handlers.runtime.kubeconfig, handlers.runtime.namespaces = saved
 
 
+def started_settings() -> kopf.OperatorSettings:
+    """kopf's settings as the operator's start-up activity leaves them."""
+    settings = kopf.OperatorSettings()
+    handlers._settings(
+        settings=settings,
+        retry=0,
+        started=datetime.datetime.now(datetime.UTC),
+        runtime=datetime.timedelta(0),
+        logger=logging.getLogger(__name__),
+        memo=kopf.Memo(),
+    )
+    return settings
+
+
 def test_scanning_is_off_when_serving_named_namespaces(
     served: Callable[[list[str]], None],
 ) -> None:
     """Namespaced: no cluster-wide scan (it would get 403s for a minute); cluster-wide: on."""
     for namespaces, disabled in (([], False), (["evals"], True)):
         served(namespaces)
-        settings = kopf.OperatorSettings()
-        handlers._settings(
-            settings=settings,
-            retry=0,
-            started=datetime.datetime.now(datetime.UTC),
-            runtime=datetime.timedelta(0),
-            logger=logging.getLogger(__name__),
-            memo=kopf.Memo(),
-        )
+        settings = started_settings()
         assert settings.scanning.disabled is disabled
 
 
@@ -257,3 +265,43 @@ def test_a_pass_in_flight_brings_no_series_of_a_forgotten_eval_back(
     finally:
         handlers.runtime.wakers.pop(ref.uid, None)
     assert seen == ["e"]
+
+
+class RightsGoneApi(StrandedApi):
+    """Namespaced mode: no rights left in `team-a` (its admin deleted the operator's
+    RoleBinding there); team-b holds a stranded pod of a gone eval."""
+
+    def list_held_pods(self, namespace: str | None) -> list[dict[str, Any]]:
+        if namespace == "team-a":
+            raise ApiError("list", 403, 'pods is forbidden: ... in the namespace "team-a"')
+        pod = held("gone-a0", "gone", "u-gone", [FINALIZER], marked=False)
+        pod["metadata"]["namespace"] = "team-b"
+        return [PodSigner(OperatorConfig().pod_key).sign(pod)]
+
+
+def test_a_namespace_without_rights_does_not_stop_the_start(
+    served: Callable[[list[str]], None], caplog: pytest.LogCaptureFixture
+) -> None:
+    """A 403 in one served namespace skips that namespace (a warning names it); the
+    others are swept. Before, the sweep raised, kopf retried the start-up activity every
+    60 s and never served any namespace: a tenant's namespace admin who deleted the
+    operator's RoleBinding took the operator from everyone at its next restart."""
+    served(["team-a", "team-b"])
+    api = RightsGoneApi()
+    with caplog.at_level(logging.WARNING, logger="passhat.operator.handlers"):
+        sweep(api)
+    assert api.released == ["gone-a0"]
+    assert any("team-a" in record.getMessage() for record in caplog.records)
+
+
+def test_kopf_never_gives_an_api_call_up(served: Callable[[list[str]], None]) -> None:
+    """kopf's retry delays never run out (a watch given up stops the whole operator: a
+    403 in one namespace stopped it for all): kopf's own first eight, then 30 s, afresh
+    for each call."""
+    served(["team-a", "team-b"])
+    settings = started_settings()
+    backoffs = settings.networking.error_backoffs
+    assert not isinstance(backoffs, int | float)
+    first = list(itertools.islice(iter(backoffs), 1000))
+    assert first[:8] == [1, 1, 2, 3, 5, 8, 13, 21] and first[8:] == [30.0] * 992
+    assert list(itertools.islice(iter(backoffs), 3)) == [1, 1, 2]  # NB: afresh

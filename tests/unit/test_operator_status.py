@@ -83,13 +83,20 @@ def test_status_of_10000_tasks_x_10_trials_stays_under_256_kib() -> None:
 
 
 def test_phases_follow_progress_and_gate() -> None:
-    """Pending, Running, then Succeeded or Failed by the gate; Complete set at the end."""
+    """Pending, Running, then Succeeded once every slot is final, whatever the gate says:
+    a missed gate is GatePassed=False (and the Gate column Missed), not phase Failed."""
     spec = make_spec(3, 2, gate={"metric": "meanPassRate", "k": 1, "min": 0.5})
     ledger = SlotLedger(3, 2)
     assert build_status(inputs(spec, ledger))["phase"] == "Pending"
     running = build_status(inputs(spec, ledger, running=2))
     assert running["phase"] == "Running"
-    assert running["progress"] == {"done": 0, "running": 2, "pending": 4, "retries": 0}
+    assert running["progress"] == {
+        "done": 0,
+        "running": 2,
+        "waiting": 0,
+        "pending": 4,
+        "retries": 0,
+    }
     assert condition_status(running, "Complete") == "False"
     for task in range(3):
         for trial in range(2):
@@ -104,10 +111,44 @@ def test_phases_follow_progress_and_gate() -> None:
     assert done["startTime"] == running["startTime"]
     assert "completionTime" in done
 
+    assert done["display"]["gate"] == "Passed"
+
     strict = make_spec(3, 2, gate={"metric": "passHatK", "k": 2, "min": 0.9})
-    failed = build_status(inputs(strict, ledger))
-    assert failed["phase"] == "Failed"
-    assert condition_status(failed, "GatePassed") == "False"
+    missed = build_status(inputs(strict, ledger))
+    assert missed["phase"] == "Succeeded"
+    assert condition_status(missed, "Complete") == "True"
+    assert condition_status(missed, "GatePassed") == "False"
+    assert missed["display"]["gate"] == "Missed"
+    assert is_terminal(missed)
+
+
+def test_display_reads_like_kubectl_get_jobs() -> None:
+    """status.display carries the printer columns' text: `DONE 3/6`, rates as `54.2%`,
+    nothing for a k no task is scored at yet, and no gate verdict before the end."""
+    spec = make_spec(3, 2, ks=[1, 2], gate={"metric": "passHatK", "k": 2, "min": 0.5})
+    ledger = SlotLedger(3, 2)
+    ledger.record(0, 0, 0, Verdict(Outcome.INFRA_ERROR, "oom_killed"), final=False)
+    ledger.record(0, 0, 1, Verdict(Outcome.PASS, "exit_code"), final=True)
+    ledger.record(1, 0, 0, Verdict(Outcome.FAIL, "exit_code"), final=True)
+    ledger.record(2, 0, 0, Verdict(Outcome.PASS, "exit_code"), final=True)
+    partway = build_status(inputs(spec, ledger, running=3))
+    assert partway["display"] == {
+        "done": "3/6",
+        "meanPassRate": "66.7%",
+        "passHatK": "",
+        "infraErrorRate": "25.0%",
+        "gate": "",
+    }
+    for task, outcome in ((0, Outcome.PASS), (1, Outcome.PASS), (2, Outcome.FAIL)):
+        ledger.record(task, 1, 0, Verdict(outcome, "exit_code"), final=True)
+    done = build_status(inputs(spec, ledger))
+    assert done["display"] == {
+        "done": "6/6",
+        "meanPassRate": "66.7%",
+        "passHatK": "33.3%",
+        "infraErrorRate": "14.3%",
+        "gate": "Missed",
+    }
 
 
 def test_infra_errors_high_condition() -> None:

@@ -95,3 +95,51 @@ def test_bad_arguments_raise(kwargs: dict[str, object]) -> None:
     """Impossible or missing inputs are ValueErrors."""
     with pytest.raises(ValueError):
         power(**kwargs)  # type: ignore[arg-type]
+
+
+def _simulated_power_hat_k(tasks: int, *, k: int, trials: int, runs: int, seed: int) -> float:
+    """Share of simulated experiments in which compare() finds pass^k changed by DIFF_K
+    (each task's pass^k moved by DIFF_K, as the plan assumes)."""
+    rng = np.random.default_rng(seed)
+    detected = 0
+    for run in range(runs):
+        rates = rng.uniform(0.3, 0.95, size=tasks)
+        shifted = np.clip(rates**k + DIFF_K, 0.0, 1.0) ** (1.0 / k)
+        a = _suite(rng.binomial(trials, rates), trials)
+        b = _suite(rng.binomial(trials, shifted), trials)
+        (result,) = compare(a, b, [k], resamples=500, seed=run)
+        detected += result.pass_hat_k.verdict != WITHIN_NOISE
+    return detected / runs
+
+
+DIFF_K = 0.2
+
+
+def test_a_pass_hat_k_plan_reaches_the_target_power_by_simulation() -> None:
+    """pass^2, 4 trials: the planned tasks detect a 0.2 change in about 80% of simulated
+    compare() runs, half of them clearly less often; more tasks than the mean's plan."""
+    rng = np.random.default_rng(6)
+    pilot = _suite(np.random.default_rng(5).binomial(8, rng.uniform(0.3, 0.95, 200)), 8)
+    plan = power(diff=DIFF_K, pilot=pilot, trials=[4], k=2)
+    (row,) = plan.rows
+    assert plan.k == 2 and 25 <= row.tasks <= 60
+    assert 0.70 <= _simulated_power_hat_k(row.tasks, k=2, trials=4, runs=200, seed=1) <= 0.95
+    assert _simulated_power_hat_k(row.tasks // 2, k=2, trials=4, runs=200, seed=2) <= 0.65
+    (mean_row,) = power(diff=DIFF_K, pilot=pilot, trials=[4]).rows
+    assert row.tasks > mean_row.tasks
+
+
+def test_a_pass_hat_k_plan_leaves_out_trial_counts_below_k_and_prices_its_rows() -> None:
+    """k=3 plans only n >= 3; the rows' dollars are trials x tasks x the cost per trial."""
+    plan = power(diff=0.2, mean_rate=0.7, k=3, trials=[1, 2, 4, 8], cost_per_trial=0.5)
+    assert [row.trials for row in plan.rows] == [4, 8]
+    assert plan.mean_rate == pytest.approx(0.7**3)
+    rows = plan.as_json()["rows"]
+    assert rows[0]["cost_usd"] == pytest.approx(4 * plan.rows[0].tasks * 0.5)
+    with pytest.raises(ValueError, match="reach k=3"):
+        power(diff=0.2, mean_rate=0.7, k=3, trials=[1, 2])
+
+
+def test_k_of_one_is_the_mean_plan() -> None:
+    """pass^1 is the mean pass rate: the same plan."""
+    assert power(diff=0.1, mean_rate=0.5, k=1) == power(diff=0.1, mean_rate=0.5)

@@ -17,6 +17,7 @@ def test_stats_exports() -> None:
         "KSummary",
         "PowerPlan",
         "PowerRow",
+        "TaskChange",
         "TaskTally",
         "WITHIN_NOISE",
         "WORSE",
@@ -30,6 +31,7 @@ def test_stats_exports() -> None:
         "summarize",
         "summarize_many",
         "tally",
+        "task_changes",
         "wilson",
     ]
     for name in passhat.stats.__all__:

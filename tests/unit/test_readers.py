@@ -92,7 +92,7 @@ def test_csv_with_extra_columns_and_non_adjacent_rows(tmp_path: Path) -> None:
 
 def test_inspect_log_made_by_inspect() -> None:
     """The real Inspect log: each sample a task, each epoch a trial, C passes and I fails."""
-    path = FIXTURES / "inspect" / "epochs.json"
+    path = FIXTURES / "inspect" / "flaky.json"
     rows = read_trials(path)
     assert len(rows) == 16
     assert {r.trial for r in rows} == {0, 1, 2, 3}
@@ -107,7 +107,7 @@ def test_inspect_log_made_by_inspect() -> None:
 
 def test_inspect_sample_error_is_an_infra_error(tmp_path: Path) -> None:
     """A sample that ended in an error is an infra error, whatever its score."""
-    log = json.loads((FIXTURES / "inspect" / "epochs.json").read_text())
+    log = json.loads((FIXTURES / "inspect" / "flaky.json").read_text())
     log["samples"][0]["error"] = {"message": "RateLimitError", "traceback": "..."}
     rows = read_trials(_write(tmp_path, "log.json", json.dumps(log)))
     assert rows[0].outcome is Outcome.INFRA_ERROR
@@ -115,12 +115,13 @@ def test_inspect_sample_error_is_an_infra_error(tmp_path: Path) -> None:
 
 
 def test_taubench_results() -> None:
-    """tau-bench: reward 1 passes, less fails, a recorded exception is an infra error."""
+    """tau-bench: reward 1 passes, less fails, and a caught exception (reward 0,
+    `info.error`) fails, as tau-bench's own display_metrics counts it."""
     path = FIXTURES / "taubench" / "results.json"
     assert read_tallies([path]) == [
         TaskTally("0", 3, 0, 0),
         TaskTally("1", 1, 2, 0),
-        TaskTally("2", 0, 2, 1),
+        TaskTally("2", 0, 3, 0),
     ]
     assert [r.trial for r in read_trials(path)][:4] == [0, 0, 0, 1]
 
@@ -130,7 +131,7 @@ def test_format_detected_from_content_without_extension(tmp_path: Path) -> None:
     jsonl = _write(tmp_path, "a", '{"task_id": "t", "outcome": "pass"}\n')
     array = _write(tmp_path, "b", '[{"task_id": "t", "outcome": "fail"}]')
     table = _write(tmp_path, "c.txt", "task_id,outcome\nt,infra_error\n")
-    inspect = _write(tmp_path, "d.log", (FIXTURES / "inspect" / "epochs.json").read_text())
+    inspect = _write(tmp_path, "d.log", (FIXTURES / "inspect" / "flaky.json").read_text())
     assert [r.outcome.value for p in (jsonl, array, table) for r in read_trials(p)] == [
         "pass",
         "fail",
@@ -179,7 +180,8 @@ BAD = [
     ("t.csv", "task_id,outcome\n", r"t\.csv: no trials in the file"),
     ("t.jsonl", "", r"t\.jsonl: empty file"),
     ("t.jsonl", "  \n\n", r"t\.jsonl: empty file"),
-    ("t.json", '{"task_id": "a", "outcome": "pass"', r"t\.json:1: bad JSON"),
+    ("t.json", '{"task_id": "a", "outcome": "pass"', r"t\.json:1: cut short"),
+    ("t.json", '{"task_id": "a", "outcome": pass}', r"t\.json:1: bad JSON: Expecting value"),
     ("t.json", '{"hello": 1}', r"t\.json: not a recognised trial file"),
     ("t.json", "[]", r"t\.json: no trials in the file"),
     (
@@ -194,7 +196,8 @@ BAD = [
         '{"version": 2, "eval": {}, "status": "error"}',
         r"t\.json: Inspect log has no samples",
     ),
-    ("t.eval", "PK\x03\x04", r"t\.eval: binary Inspect \.eval log"),
+    ("t.eval", "PK\x03\x04", r"t\.eval: cut short: an Inspect \.eval log \(a zip\) without"),
+    ("t.eval", "inspect", r"t\.eval: not an Inspect \.eval log: not a zip file"),
     ("t.jsonl", b"\xff\xfe\x00garbage", r"t\.jsonl: not UTF-8 text"),
     ("t.json", "[" * 5000 + "]" * 5000, r"t\.json: bad JSON: nested too deeply"),
     ("t.jsonl", '{"task_id": ' + "[" * 5000 + "]" * 5000 + "}\n", r"t\.jsonl:1: bad JSON: nested"),
@@ -230,9 +233,10 @@ def test_csv_trial_column_that_is_not_a_small_integer_is_ignored(tmp_path: Path)
 
 def test_inspect_score_value_not_understood(tmp_path: Path) -> None:
     """An Inspect score the reader cannot map names the sample."""
-    log = json.loads((FIXTURES / "inspect" / "epochs.json").read_text())
+    log = json.loads((FIXTURES / "inspect" / "flaky.json").read_text())
     log["samples"][2]["scores"]["match"]["value"] = {"accuracy": 1}
-    with pytest.raises(InputError, match=r"samples\[2\]: score value"):
+    message = r"samples\[2\]: sample 'mostly': the score value is a dict"
+    with pytest.raises(InputError, match=message):
         read_trials(_write(tmp_path, "log.json", json.dumps(log)))
 
 

@@ -55,6 +55,7 @@ def fake_live(monkeypatch: pytest.MonkeyPatch, client: FakeRecordsClient) -> Non
             "phase": "Succeeded",
             "ledger": ledger.pack(),
             "summary": {"infraErrorsByReason": {"evicted": 1, "oom_killed": 1}},
+            "conditions": [{"type": "Complete", "status": "True", "reason": "AllTrialsFinal"}],
         },
     }
 
@@ -232,3 +233,25 @@ def test_a_deleted_eval_is_bundled_from_its_archive(
     assert (dest / "report.html").is_file()
     code, _, err = run(capsys, "report", "ev", "-n", "ns")
     one_line_error(code, err, 'consistencyeval "ev" not found')
+
+
+def test_a_deleted_evals_exit_code_comes_from_its_archive(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """No conditions are left of a deleted eval: every slot final in the archive decides
+    the gate on the records (1 here, mean 0.5 < 0.6); a slot without a final record is 3."""
+
+    def gone(name: str, namespace: str, *, kubeconfig: str | None = None) -> live.LiveEval:
+        raise live.EvalNotFound(f'consistencyeval "{name}" not found in namespace "{namespace}"')
+
+    monkeypatch.setattr(live, "read_live_eval", gone)
+    client = sample_client()
+    client.manifest["spec"]["gate"] = {"metric": "meanPassRate", "k": 1, "min": 0.6}
+    install(monkeypatch, client)
+    argv = ("report", "ev", "-n", "ns", "--no-intervals", "--bundle")
+    code, _, err = run(capsys, *argv, str(tmp_path / "b1"))
+    assert code == 1, err
+    assert "passhat: gate FAILED: meanPassRate at k=1 is 0.5000 (min 0.6)" in err
+    client._records.pop()  # broken trial 1's final attempt
+    code, _, err = run(capsys, *argv, str(tmp_path / "b2"))
+    assert code == 3, err

@@ -149,3 +149,19 @@ def test_flaky_tasks_come_right_after_the_headline(fmt: str, headline: str, by_k
     text = render(BIMODAL, [1, 3, 8], fmt)
     assert text.index(headline) < text.index("Flaky tasks (10)") < text.index(by_k)
     assert text.index("coinflip-9") < text.index(by_k)
+
+
+def test_headline_says_how_many_tasks_it_covers_and_why() -> None:
+    """When infra errors leave a task below k graded trials, every format says the headline
+    pass^k covers fewer tasks than the run has, and why; none says so when all are in."""
+    tallies = [TaskTally("a", 3, 0, 0), TaskTally("b", 1, 1, 1), TaskTally("c", 0, 1, 0)]
+    note = (
+        "pass^3 covers 1 of 3 tasks: 2 tasks have fewer than 3 graded trials, "
+        "1 of them because of infra errors"
+    )
+    for fmt in ("text", "markdown", "html"):
+        assert note in render(tallies, [1, 3], fmt), fmt
+    assert json.loads(render(tallies, [3], "json-full"))["coverage"].startswith(note)
+    whole = [TaskTally("a", 3, 0, 0), TaskTally("b", 1, 2, 1)]
+    assert "covers" not in render(whole, [3], "text")
+    assert json.loads(render(whole, [3], "json-full"))["coverage"] is None

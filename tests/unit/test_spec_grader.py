@@ -60,3 +60,61 @@ def test_the_crd_admits_the_same_fields() -> None:
     assert set(grader["properties"]) == {"image", "command"}
     assert grader["required"] == ["command"]
     assert grader["properties"]["command"]["minItems"] == 1
+
+
+CHECKED = EVAL.replace(
+    "    grader: GRADER\n", "    grader: GRADER\n    stabilityCheck: CHECK\n"
+).replace("GRADER", "{image: judge:1, command: [python3, judge.py]}")
+
+
+def _check(check: str, eval_text: str = CHECKED) -> object:
+    return parse_eval(eval_text.replace("CHECK", check), "eval.yaml").spec.grading.stability_check
+
+
+def test_stability_check_defaults_and_bounds() -> None:
+    """{sample, times, maxNoiseRate} parse with defaults for all but maxNoiseRate."""
+    check = _check("{maxNoiseRate: 0.05}")
+    assert check is not None
+    assert (check.sample, check.times, check.max_noise_rate) == (20, 3, 0.05)  # type: ignore[attr-defined]
+    assert (check.seed, check.timeout_seconds) == (0, 300)  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(
+    ("check", "field"),
+    [
+        ("{}", "spec.grading.stabilityCheck.maxNoiseRate"),
+        ("{maxNoiseRate: 1.5}", "spec.grading.stabilityCheck.maxNoiseRate"),
+        ("{maxNoiseRate: -0.1}", "spec.grading.stabilityCheck.maxNoiseRate"),
+        ("{maxNoiseRate: 0.1, sample: 0}", "spec.grading.stabilityCheck.sample"),
+        ("{maxNoiseRate: 0.1, sample: 201}", "spec.grading.stabilityCheck.sample"),
+        ("{maxNoiseRate: 0.1, times: 1}", "spec.grading.stabilityCheck.times"),
+        ("{maxNoiseRate: 0.1, times: 11}", "spec.grading.stabilityCheck.times"),
+        ("{maxNoiseRate: 0.1, timeoutSeconds: 0}", "spec.grading.stabilityCheck.timeoutSeconds"),
+        ("{maxNoiseRate: 0.1, timeoutSeconds: 3601}", "spec.grading.stabilityCheck.timeoutSeconds"),
+    ],
+)
+def test_bad_stability_checks_name_the_field(check: str, field: str) -> None:
+    """Out-of-bounds sample, times, maxNoiseRate or timeout is a SpecError there."""
+    with pytest.raises(SpecError) as caught:
+        _check(check)
+    assert field in str(caught.value)
+
+
+@pytest.mark.parametrize("grader", ["", "    grader: {command: [./judge.sh]}\n"])
+def test_a_stability_check_needs_a_grader_with_an_image(grader: str) -> None:
+    """No grader, or one without an image, cannot run the check: a SpecError naming it
+    (the CRD has the same rule in CEL)."""
+    text = EVAL.replace(
+        "    grader: GRADER\n", grader + "    stabilityCheck: {maxNoiseRate: 0.1}\n"
+    )
+    with pytest.raises(SpecError) as caught:
+        parse_eval(text, "eval.yaml")
+    assert "spec.grading.stabilityCheck" in str(caught.value)
+    assert "needs spec.grading.grader with an image" in str(caught.value)
+    rules = [
+        r["rule"]
+        for r in build_crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"][
+            "spec"
+        ]["x-kubernetes-validations"]
+    ]
+    assert any("stabilityCheck" in rule and "grader.image" in rule for rule in rules)

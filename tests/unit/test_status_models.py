@@ -31,7 +31,10 @@ def test_headline_falls_back_to_the_largest_k() -> None:
 
 def test_round_trip_and_unknown_fields() -> None:
     """A status dict round-trips by alias; an unknown field is refused (it would be pruned)."""
-    body = {"phase": "Running", "progress": {"done": 1, "running": 2, "pending": 3, "retries": 0}}
+    body = {
+        "phase": "Running",
+        "progress": {"done": 1, "running": 2, "waiting": 0, "pending": 3, "retries": 0},
+    }
     status = EvalStatus.model_validate(body)
     dumped = status.model_dump(mode="json", by_alias=True, exclude_none=True)
     assert dumped["progress"] == body["progress"] and dumped["phase"] == "Running"

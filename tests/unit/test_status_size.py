@@ -64,6 +64,7 @@ def test_full_status_of_10000_by_10_is_under_256_kib() -> None:
             "progress": {
                 "done": ledger.done,
                 "running": 0,
+                "waiting": 0,
                 "pending": 0,
                 "retries": ledger.retries,
             },
@@ -92,3 +93,21 @@ def test_worst_case_ledger_is_under_budget() -> None:
     ledger._states = bytearray(rnd.randrange(4) for _ in range(N_TASKS * TRIALS))
     ledger._attempts = bytearray(rnd.randrange(1, 5) for _ in range(N_TASKS * TRIALS))
     assert len(ledger.pack()) < BUDGET // 2
+
+
+def test_usage_of_1000_tasks_with_long_ids_stays_small() -> None:
+    """status.usage at its per-task bound (1,000 tasks, every figure set, long ids) is
+    under 192 KiB and validates; past the bound it is the totals only."""
+    from passhat.trials.usage import MAX_USAGE_TASKS, Resources, Spend, UsageSummary
+
+    usage = UsageSummary()
+    for index in range(MAX_USAGE_TASKS):
+        task = f"suite-{index:05d}-refund-over-limit-with-a-long-descriptive-name"
+        for _ in range(10):
+            spend = Spend(123_456, 7_890, 0.123456, {"tool_calls": 17.0})
+            usage.add(task, spend, Resources(512 * 2**20, 12.345, "cgroup"), invalid=False)
+    status = usage.as_status(n_tasks=MAX_USAGE_TASKS)
+    EvalStatus.model_validate({"usage": status})
+    assert len(json.dumps(status)) < 192 * 1024
+    usage.add("one-more", Spend(cost_usd=1.0), None, invalid=False)
+    assert "byTask" not in usage.as_status(n_tasks=MAX_USAGE_TASKS + 1)

@@ -161,6 +161,21 @@ SCORE_CASES: dict[str, tuple[str, str | bytes, str]] = {
     ),
     "empty file": ("runs.jsonl", "", "runs.jsonl: empty file"),
     "not UTF-8": ("runs.jsonl", b"\xff\xfe\x00garbage", "runs.jsonl: not UTF-8 text"),
+    "JSON cut short": (
+        "results.json",
+        '[{"task_id": 1, "reward": 1.0}, {"task_id": 1, "rew',
+        "results.json:1: cut short",
+    ),
+    "CSV cut short": (
+        "runs.csv",
+        "task_id,outcome\na,pass\nb",
+        "runs.csv:3: too few fields in this row; the last line has no newline: the file is cut",
+    ),
+    "Inspect .eval cut short": (
+        "run.eval",
+        (Path(__file__).parents[1] / "fixtures" / "inspect" / "flaky.eval").read_bytes()[:9000],
+        "run.eval: cut short: an Inspect .eval log (a zip) without the directory",
+    ),
 }
 
 
@@ -187,7 +202,10 @@ def test_missing_and_directory_results_files(
     code, line = _run_cli(capsys, "score", tmp_path / "nope.jsonl")
     assert code == 2 and line.endswith("nope.jsonl: no such file")
     code, line = _run_cli(capsys, "score", tmp_path)
-    assert code == 2 and line.endswith(f"{tmp_path}: is a directory, not a trial file")
+    assert code == 2 and line.endswith(
+        f"{tmp_path}: is a directory, not a trial file (a run directory or bundle of passhat "
+        "holds trials.jsonl, a tau2-bench directory results.json)"
+    )
 
 
 def test_unreadable_results_file(

@@ -37,7 +37,11 @@ def parse_csv(text: str, *, path: str) -> list[TrialRow]:
             ):
                 continue
             if record.get("task_id") is None or record.get("outcome") is None:
-                raise InputError("too few fields in this row", path=path, line=line)
+                cut = line == text.count("\n") + 1 and not text.endswith(("\n", "\r"))
+                reason = "too few fields in this row" + (
+                    "; the last line has no newline: the file is cut short" if cut else ""
+                )
+                raise InputError(reason, path=path, line=line)
             trial = (record.get("trial") or "").strip()
             reason = (record.get("reason") or "").strip()
             rows.append(
