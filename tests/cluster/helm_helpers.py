@@ -53,12 +53,14 @@ RESTRICTED = {"pod-security.kubernetes.io/enforce": "restricted"}
 
 @dataclass(frozen=True)
 class Release:
-    """One installed release: its name, namespace, resource full name and eval namespace."""
+    """One installed release: its name, namespace, the namespace of its evals, one it does
+    not serve, and a spare one it serves (with `serve_spare`) that a test may delete."""
 
     name: str
     namespace: str
     evals_namespace: str
     other_namespace: str
+    spare_namespace: str
 
     @property
     def fullname(self) -> str:
@@ -84,9 +86,11 @@ def ensure_image(env: dict[str, str]) -> None:
     run(["bash", str(REPO / "hack" / "image" / "build.sh")], env, timeout=3600)
 
 
-def helm_args(release: Release, *sets: str) -> list[str]:
-    """`--set` arguments of the tests' release (local image, namespaced mode)."""
-    values = [*IMAGE_VALUES, f"watchNamespaces={{{release.evals_namespace}}}", *sets]
+def helm_args(release: Release, *sets: str, serve_spare: bool = False) -> list[str]:
+    """`--set` arguments of the tests' release (local image, namespaced mode: the evals
+    namespace, and the spare one too with `serve_spare`)."""
+    served = [release.evals_namespace] + ([release.spare_namespace] if serve_spare else [])
+    values = [*IMAGE_VALUES, f"watchNamespaces={{{','.join(served)}}}", *sets]
     return [arg for value in values for arg in ("--set", value)]
 
 
@@ -121,18 +125,21 @@ def records_prefix(release: Release) -> str:
 
 @contextmanager
 def installed_release(
-    env: dict[str, str], kubectl: Callable[..., str], *sets: str
+    env: dict[str, str], kubectl: Callable[..., str], *sets: str, serve_spare: bool = False
 ) -> Iterator[Release]:
     """Install the chart (waiting for the operator to be Ready); uninstall and clean up
-    after. Records go to the test S3 server unless `sets` choose a store."""
+    after. Records go to the test S3 server unless `sets` choose a store; `serve_spare`:
+    the spare namespace is made and served too."""
     suffix = uuid.uuid4().hex[:6]
     release = Release(
         name=f"ph-{suffix}",
         namespace=f"ph-system-{suffix}",
         evals_namespace=f"ph-evals-{suffix}",
         other_namespace=f"ph-other-{suffix}",
+        spare_namespace=f"ph-spare-{suffix}",
     )
-    for ns in (release.namespace, release.evals_namespace, release.other_namespace):
+    spare = (release.spare_namespace,) if serve_spare else ()
+    for ns in (release.namespace, release.evals_namespace, release.other_namespace, *spare):
         kubectl("create", "namespace", ns)
         kubectl(
             "label",
@@ -152,7 +159,7 @@ def installed_release(
                 str(CHART),
                 "--namespace",
                 release.namespace,
-                *helm_args(release, *sets),
+                *helm_args(release, *sets, serve_spare=serve_spare),
                 "--wait",
                 "--timeout",
                 f"{INSTALL_TIMEOUT_S}s",
@@ -165,18 +172,34 @@ def installed_release(
         cleanup(env, kubectl, release)
 
 
+CLUSTER_SCOPED = (
+    "validatingadmissionpolicies,validatingadmissionpolicybindings,apiservices,"
+    "clusterroles,clusterrolebindings"
+)
+
+
 def cleanup(env: dict[str, str], kubectl: Callable[..., str], release: Release) -> None:
     """Delete the evals (while the operator runs), uninstall, drop the namespaces."""
-    namespaces = (release.evals_namespace, release.other_namespace)
+    namespaces = (release.evals_namespace, release.other_namespace, release.spare_namespace)
     for ns in namespaces:
         kubectl("delete", "consistencyevals", "--all", "-n", ns, "--wait=false", check=False)
-    subprocess.run(
-        ["helm", "uninstall", release.name, "-n", release.namespace, "--wait", "--timeout", "120s"],
-        capture_output=True,
-        env=env,
-        timeout=180,
-        check=False,
+    uninstall = ["helm", "uninstall", release.name, "-n", release.namespace, "--wait"]
+    done = subprocess.run(
+        [*uninstall, "--timeout", "180s"], capture_output=True, env=env, timeout=240, check=False
     )
+    if done.returncode != 0:
+        # NB: a failed drain hook must not leave the release's cluster-wide objects (its
+        # APIService would stall every namespace deletion on the cluster)
+        subprocess.run(
+            [*uninstall, "--no-hooks", "--timeout", "120s"],
+            capture_output=True, env=env, timeout=180, check=False,
+        )  # fmt: skip
+    # NB: what an uninstall that failed both times left cluster-wide: the admission policy
+    # would judge every other test's namespace, the APIService stall namespace deletions
+    kubectl(
+        "delete", CLUSTER_SCOPED, "-l", f"app.kubernetes.io/instance={release.name}",
+        "--ignore-not-found", "--wait=false", check=False,
+    )  # fmt: skip
     for ns in namespaces:
         release_finalizers(kubectl, ns)
     for ns in (release.namespace, *namespaces):
