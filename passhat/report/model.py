@@ -132,8 +132,9 @@ class Report:
         """The mean pass rate's interval in the row of k: ONE figure for every k that
         scores the same tasks (the mean is then the same number), the smallest such k's.
 
-        NB: bootstrap() draws each k with its own generator, so its mean intervals differ
-        by k for the same mean; showing one per k read as different uncertainties."""
+        NB: bootstrap() draws its resamples once for every k, so rows scoring the same
+        tasks have the same interval already; taking the smallest k's keeps that true of
+        reports whose intervals were stored by an older passhat (a draw per k)."""
         rows = {s.k: s for s in self.summaries}
         if k not in rows:
             return None

@@ -10,16 +10,19 @@ from passhat.report.spend import spend_line, task_spend_lines
 
 __all__ = ["render_text"]
 
+# The consistent tasks' strips shown in the terminal; the HTML and JSON reports list all.
+CONSISTENT_MAX = 20
 
-def _flaky_lines(flaky: list[TaskRow]) -> str:
+
+def _task_lines(tasks: list[TaskRow]) -> str:
     """Plain aligned lines, not a rich Table: thousands of flaky tasks must stay fast.
     With trial marks, a last column shows each task's trials in trial order."""
-    strips = any(r.trials for r in flaky)
+    strips = any(r.trials for r in tasks)
     rows = [("task", "passed", "pass rate", "infra errors")] + [
-        (r.task_id, f"{r.passed}/{r.graded}", pct(r.pass_rate), str(r.infra_errors)) for r in flaky
+        (r.task_id, f"{r.passed}/{r.graded}", pct(r.pass_rate), str(r.infra_errors)) for r in tasks
     ]
     widths = [max(len(row[i]) for row in rows) for i in range(4)]
-    marks = ["trials"] + [strip_text(r.trials) for r in flaky]
+    marks = ["trials"] + [strip_text(r.trials) for r in tasks]
     lines = [
         "  ".join(
             [row[0].ljust(widths[0])]
@@ -64,8 +67,22 @@ def render_text(report: Report, *, color: bool = False, width: int = 100) -> str
     if flaky:
         # The flaky tasks come first, right under the headline: they are why pass^k < mean.
         console.print(f"\n[bold]Flaky tasks ({len(flaky)}), most inconsistent first[/bold]")
-        out.write(_flaky_lines(flaky))
+        out.write(_task_lines(flaky))
         if any(r.trials for r in flaky):
+            out.write("trials in trial order: + pass, - fail, ! infra error, . not final\n")
+        console.print()
+    consistent = [r for r in report.tasks if not r.flaky and r.trials]
+    if consistent:
+        # NB: with trial marks only: a task that passed (or failed) every graded trial can
+        # still show where its infra errors and unfinished trials were
+        shown = consistent[:CONSISTENT_MAX]
+        console.print(f"[bold]Consistent tasks ({len(consistent)})[/bold]")
+        out.write(_task_lines(shown))
+        if len(consistent) > len(shown):
+            out.write(
+                f"… {len(consistent) - len(shown)} more (the HTML and JSON reports list all)\n"
+            )
+        if not flaky:
             out.write("trials in trial order: + pass, - fail, ! infra error, . not final\n")
         console.print()
     table = Table(show_edge=False, pad_edge=False)

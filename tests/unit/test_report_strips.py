@@ -87,6 +87,30 @@ def test_text_report_shows_the_flaky_tasks_strips() -> None:
     assert "| `flip` | 2/4 | 50.0% | 0 | `+-+-` |" in markdown
 
 
+def test_text_report_shows_the_consistent_tasks_strips_too() -> None:
+    """Every task gets its strip in the terminal: the consistent ones under their own heading
+    (an infra error stays visible on a task that passed every graded trial), at most
+    CONSISTENT_MAX of them, then a count."""
+    from passhat.report.text import CONSISTENT_MAX
+
+    rows = _flaky_report_rows() + [("patchy", t, o) for t, o in enumerate(["pass", "infra_error"])]
+    tallies = tally((task, outcome) for task, _, outcome in rows)
+    text = render_report(build_report(tallies, [1], strips=strips_of(rows)), "text")
+    consistent = text[text.index("Consistent tasks (2)") :]
+    assert re.search(r"^solid\s.*\s\+\+\+\+$", consistent, re.MULTILINE), text
+    assert re.search(r"^patchy\s+1/1\s.*\s1\s+\+!$", consistent, re.MULTILINE), text
+
+    many = [(f"t{i:02}", 0, "pass") for i in range(CONSISTENT_MAX + 5)]
+    text = render_report(
+        build_report(tally((t, o) for t, _, o in many), [1], strips=strips_of(many)), "text"
+    )
+    assert f"Consistent tasks ({CONSISTENT_MAX + 5})" in text
+    assert re.search(rf"^t{CONSISTENT_MAX - 1:02}\s", text, re.MULTILINE)
+    assert not re.search(rf"^t{CONSISTENT_MAX:02}\s", text, re.MULTILINE)
+    assert "… 5 more (the HTML and JSON reports list all)" in text
+    assert "trials in trial order: + pass" in text  # the legend, with no flaky task
+
+
 def test_score_html_carries_the_strips(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """`passhat score FILE --format html` reads the trial numbers and draws the strips."""
     trials = tmp_path / "trials.jsonl"
