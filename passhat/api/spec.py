@@ -312,6 +312,88 @@ class ExitCodes(_Model):
         return self
 
 
+# What a grader pod may be given from its namespace: Secret and ConfigMap keys, as a pod's
+# env and envFrom (the author may create pods there, so may read them in a pod anyway).
+MAX_GRADER_ENV = 64
+_OBJECT_NAME = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"
+# NB: Kubernetes' own rule for env names (any printable but '='); PASSHAT_ is passhat's
+_ENV_NAME = r"^[-._a-zA-Z][-._a-zA-Z0-9]*$"
+
+
+class KeyRef(_Model):
+    """One key of a Secret or ConfigMap in the eval's namespace."""
+
+    name: str = Field(
+        min_length=1, max_length=253, pattern=_OBJECT_NAME, description="The object's name."
+    )
+    key: str = Field(min_length=1, max_length=253, description="The key in its data.")
+    optional: bool | None = Field(
+        default=None, description="Start the grader even when the key is missing."
+    )
+
+
+class ObjectRef(_Model):
+    """A whole Secret or ConfigMap in the eval's namespace."""
+
+    name: str = Field(
+        min_length=1, max_length=253, pattern=_OBJECT_NAME, description="The object's name."
+    )
+    optional: bool | None = Field(
+        default=None, description="Start the grader even when the object is missing."
+    )
+
+
+class EnvSource(_Model):
+    """Where an env variable's value comes from: exactly one of the two."""
+
+    secret_key_ref: KeyRef | None = Field(default=None, description="A Secret's key.")
+    config_map_key_ref: KeyRef | None = Field(default=None, description="A ConfigMap's key.")
+
+    @model_validator(mode="after")
+    def _check_one(self) -> EnvSource:
+        if (self.secret_key_ref is None) == (self.config_map_key_ref is None):
+            raise ValueError("give exactly one of secretKeyRef and configMapKeyRef")
+        return self
+
+
+class EnvVar(_Model):
+    """An env variable of the grader pod: a literal value or a Secret/ConfigMap key."""
+
+    name: str = Field(
+        min_length=1, max_length=256, pattern=_ENV_NAME, description="The variable's name."
+    )
+    value: str | None = Field(default=None, max_length=32768, description="A literal value.")
+    value_from: EnvSource | None = Field(
+        default=None, description="The value from a Secret or ConfigMap key."
+    )
+
+    @model_validator(mode="after")
+    def _check_value(self) -> EnvVar:
+        if self.name.startswith("PASSHAT_"):
+            raise _problem(("name",), f"{self.name}: PASSHAT_ variables are passhat's own")
+        if self.value is not None and self.value_from is not None:
+            raise _problem(("valueFrom",), f"{self.name}: give value or valueFrom, not both")
+        return self
+
+
+class EnvFrom(_Model):
+    """Every key of a Secret or ConfigMap as env variables (exactly one of the two)."""
+
+    prefix: str | None = Field(
+        default=None, max_length=256, pattern=_ENV_NAME, description="Put before each key."
+    )
+    secret_ref: ObjectRef | None = Field(default=None, description="A Secret.")
+    config_map_ref: ObjectRef | None = Field(default=None, description="A ConfigMap.")
+
+    @model_validator(mode="after")
+    def _check_one(self) -> EnvFrom:
+        if (self.secret_ref is None) == (self.config_map_ref is None):
+            raise ValueError("give exactly one of secretRef and configMapRef")
+        if (self.prefix or "").startswith("PASSHAT_"):
+            raise _problem(("prefix",), "PASSHAT_ variables are passhat's own")
+        return self
+
+
 class GraderSpec(_Model):
     """The eval's grader, for regrading stored transcripts (`passhat regrade`).
 
@@ -336,6 +418,18 @@ class GraderSpec(_Model):
         max_length=64,
         description="The grader's command (argv), run with its items shell-quoted by "
         "passhat regrade.",
+    )
+    env: list[EnvVar] = Field(
+        default_factory=list,
+        max_length=MAX_GRADER_ENV,
+        description="Env variables of the grader pods (an LLM judge's API key from a Secret); "
+        "on a cluster only: locally the grader runs in the caller's environment.",
+    )
+    env_from: list[EnvFrom] = Field(
+        default_factory=list,
+        max_length=MAX_GRADER_ENV,
+        description="Secrets and ConfigMaps whose keys become env variables of the grader "
+        "pods (cluster only, as env).",
     )
 
 

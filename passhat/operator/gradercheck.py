@@ -366,6 +366,13 @@ def build_grader_pod(
         "volumeMounts": [{"name": "transcript", "mountPath": TRANSCRIPT_DIR, "readOnly": True}],
         "terminationMessagePolicy": "File",
     }
+    if grader.env:
+        # NB: the author's first; the model refuses PASSHAT_ names, so ours are never shadowed
+        container["env"][:0] = [e.model_dump(by_alias=True, exclude_none=True) for e in grader.env]
+    if grader.env_from:
+        container["envFrom"] = [
+            e.model_dump(by_alias=True, exclude_none=True) for e in grader.env_from
+        ]
     if isinstance(main.get("resources"), Mapping):
         container["resources"] = copy.deepcopy(main["resources"])
     if isinstance(main.get("imagePullPolicy"), str):

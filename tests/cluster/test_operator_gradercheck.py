@@ -52,12 +52,22 @@ echo "looks right"
 echo '{"outcome": "pass", "reason": "correct answer"}'
 """
 HONEST_JUDGE = 'grep -q "answer: correct" && exit 0; exit 1'
+# The honest judge, needing an API key from a Secret and a model name from a ConfigMap
+# (grading.grader.env / envFrom): without them every grading is a grader error (exit 75).
+KEYED_JUDGE = '[ "$JUDGE_KEY" = k-123 ] && [ "$J_MODEL" = judge-1 ] || exit 75; ' + HONEST_JUDGE
+JUDGE_ENV = {
+    "env": [{"name": "JUDGE_KEY", "valueFrom": {"secretKeyRef": {"name": "judge", "key": "key"}}}],
+    "envFrom": [{"configMapRef": {"name": "judge-settings"}, "prefix": "J_"}],
+}
 HANGING_JUDGE = "sleep 3600"
 
 
-def checked_eval(name: str, judge: str, *, timeout_s: int = 120) -> dict[str, Any]:
+def checked_eval(
+    name: str, judge: str, *, timeout_s: int = 120, grader_env: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """2 tasks x 2 trials, every trial passes; a gate they meet; a stability check with
-    `judge` (a busybox shell script) as the grader, every transcript regraded twice."""
+    `judge` (a busybox shell script) as the grader, every transcript regraded twice
+    (`grader_env`: the grader's env and envFrom)."""
     return {
         "apiVersion": "passhat.dev/v1alpha1",
         "kind": "ConsistencyEval",
@@ -90,7 +100,7 @@ def checked_eval(name: str, judge: str, *, timeout_s: int = 120) -> dict[str, An
                 },
             },
             "grading": {
-                "grader": {"image": BUSYBOX, "command": ["sh", "-c", judge]},
+                "grader": {"image": BUSYBOX, "command": ["sh", "-c", judge], **(grader_env or {})},
                 "stabilityCheck": {
                     "sample": 20,
                     "times": 2,
@@ -151,13 +161,24 @@ def grader_pods(core: client.CoreV1Api, namespace: str, uid: str) -> list[dict[s
 
 
 def test_the_stability_check_flips_the_gate_on_a_noisy_grader(
-    env: Env, api_client: client.ApiClient, core_v1: client.CoreV1Api
+    env: Env,
+    api_client: client.ApiClient,
+    core_v1: client.CoreV1Api,
+    kubectl: Callable[..., str],
 ) -> None:
     """Noisy on exactly the `noisy` task's 2 transcripts of 4: noise rate 0.5, both named,
     GraderStable=False, gate failed (GraderUnstable) though meanPassRate 1.0 >= 0.5, phase
-    Failed, the gauge at 0.5; the honest grader's twin passes its gate."""
+    Failed, the gauge at 0.5; the honest grader's twin, its API key from a Secret and its
+    model from a ConfigMap (grading.grader.env, envFrom), passes its gate."""
     create_eval(api_client, env.namespace, checked_eval("noisy-judge", NOISY_JUDGE))
-    create_eval(api_client, env.namespace, checked_eval("honest-judge", HONEST_JUDGE))
+    # NB: the honest judge reads its key from a Secret and its model from a ConfigMap
+    kubectl("create", "secret", "generic", "judge", "-n", env.namespace, "--from-literal=key=k-123")
+    kubectl(
+        "create", "configmap", "judge-settings", "-n", env.namespace,
+        "--from-literal=MODEL=judge-1",
+    )  # fmt: skip
+    honest_eval = checked_eval("honest-judge", KEYED_JUDGE, grader_env=JUDGE_ENV)
+    create_eval(api_client, env.namespace, honest_eval)
     noisy = wait_for_condition(
         api_client,
         env.namespace,
@@ -202,6 +223,7 @@ def test_the_stability_check_flips_the_gate_on_a_noisy_grader(
         timeout=TIMEOUT_S,
         operator=env.operator,
     )
+    assert honest["status"]["graderCheck"]["graderErrors"] == 0, honest["status"]["graderCheck"]
     assert honest["status"]["graderCheck"]["stable"] is True
     assert honest["status"]["graderCheck"]["noiseRate"] == 0.0
     assert conditions(honest)["GraderStable"] == ("True", "NoiseWithinLimit")

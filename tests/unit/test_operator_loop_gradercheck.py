@@ -315,6 +315,48 @@ def test_the_grader_pod_is_restricted_signed_and_carries_the_transcript() -> Non
     assert TrialPolicy().problems({"spec": pod["spec"]}, namespace="ns") == []
 
 
+def test_the_grader_pod_gets_the_specs_env_from_secrets_and_config_maps() -> None:
+    """grading.grader.env and envFrom reach the grader container (an LLM judge's API key
+    from a Secret of the eval's namespace), before passhat's own PASSHAT_ variables, which
+    the spec may not name; the TrialPolicy still finds nothing."""
+    body = check_spec()
+    body["grading"]["grader"] = {
+        **GRADER,
+        "env": [
+            {"name": "JUDGE_KEY", "valueFrom": {"secretKeyRef": {"name": "judge", "key": "k"}}},
+            {"name": "JUDGE_MODEL", "value": "m-1"},
+        ],
+        "envFrom": [{"configMapRef": {"name": "judge-settings"}, "prefix": "J_"}],
+    }
+    parsed = EvalSpec.model_validate(body)
+    pod = build_grader_pod(
+        eval_ref=EvalRef("ns", "demo", "uid-1"),
+        spec=parsed,
+        task=parsed.tasks[0] if parsed.tasks else None,  # type: ignore[arg-type]
+        attempt=PodKey(0, 1, 0),
+        key=grading_key({"metadata": {"labels": {LABEL_GRADING: "0-0"}}}),  # type: ignore[arg-type]
+        transcript="answer: correct\n",
+    )
+    container = pod["spec"]["containers"][0]
+    assert container["env"][:2] == [
+        {"name": "JUDGE_KEY", "valueFrom": {"secretKeyRef": {"name": "judge", "key": "k"}}},
+        {"name": "JUDGE_MODEL", "value": "m-1"},
+    ]
+    assert [e["name"] for e in container["env"][2:]][-1] == "PASSHAT_TRANSCRIPT"
+    assert container["envFrom"] == [{"prefix": "J_", "configMapRef": {"name": "judge-settings"}}]
+    assert TrialPolicy().problems({"spec": pod["spec"]}, namespace="ns") == []
+
+    for bad, says in (
+        ({"name": "PASSHAT_TRANSCRIPT", "value": "/etc/passwd"}, "PASSHAT_ variables"),
+        ({"name": "K", "value": "v", "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}},
+         "give value or valueFrom, not both"),
+        ({"name": "K", "valueFrom": {}}, "exactly one of secretKeyRef and configMapKeyRef"),
+    ):  # fmt: skip
+        body["grading"]["grader"]["env"] = [bad]
+        with pytest.raises(ValueError, match=says):
+            EvalSpec.model_validate(body)
+
+
 def test_no_grader_pod_while_an_older_crd_prunes_the_checks_ledger() -> None:
     """A CRD older than the operator prunes status.graderCheck: without its ledger in
     status the check makes no grader pod (exactly once rests on it), posts one
