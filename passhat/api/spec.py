@@ -617,6 +617,15 @@ class EvalSpec(_Model):
         description="Kueue LocalQueue for the trial pods (their kueue.x-k8s.io/queue-name "
         "label); ignored locally.",
     )
+    priority_class_name: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=253,
+        pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$",
+        description="PriorityClass of the trial and grader pods (their priorityClassName, "
+        "which Kueue takes as the workload's priority), as the template's own field; only "
+        "from the operator's allowed list; ignored locally.",
+    )
     # NB: no schema default: a CRD default would put the field into every stored eval,
     # which an operator older than the field refuses (unknown field) until it is upgraded
     pod_retention: Literal["all", "failed", "none"] | None = Field(
@@ -671,6 +680,18 @@ class EvalSpec(_Model):
                 )
         for path, reason in task_source_problems(self.tasks_from or []):
             raise _problem(("tasksFrom", *path), reason)
+        if self.priority_class_name is not None:
+            # NB: into the template, so every reader of it (the operator's allowed lists,
+            # trial and grader pods) sees one priority
+            pod_spec = self.trial.template["spec"]
+            named = pod_spec.get("priorityClassName")
+            if named not in (None, self.priority_class_name):
+                raise _problem(
+                    ("priorityClassName",),
+                    f"{self.priority_class_name} differs from the trial template's "
+                    f"priorityClassName {named}; give it in one place",
+                )
+            pod_spec["priorityClassName"] = self.priority_class_name
         return self
 
     @property

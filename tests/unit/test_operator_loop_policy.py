@@ -7,6 +7,10 @@ import copy
 import dataclasses
 from typing import Any
 
+import pytest
+
+from passhat.api.errors import SpecError
+from passhat.api.load import parse_spec
 from passhat.operator.loop import EvalLoop, PassState
 from passhat.operator.policy import TrialPolicy
 from passhat.operator.status import condition_status
@@ -83,6 +87,36 @@ def test_scheduling_grants_name_their_chart_value() -> None:
     allowed = harness_for(urgent, TrialPolicy(priority_classes=frozenset({"urgent"})))
     allowed.loop.run_pass()
     assert len(allowed.api.pods) == 4
+
+
+def test_spec_priority_class_name_is_the_templates_within_the_admins_list() -> None:
+    """spec.priorityClassName (#23) sets the trial pods' priorityClassName, held to the same
+    allowed list as the template's field, which it may not contradict."""
+    body = spec(priorityClassName="urgent")
+    refused = Harness(31, body=body)
+    refused.loop.run_pass()
+    message = config_error(refused)
+    assert message.startswith("spec.trial.template.spec.priorityClassName: urgent is not")
+    assert "chart value operator.allowedPriorityClasses" in message
+
+    allowed = Harness(31, body=body)
+    config = dataclasses.replace(
+        CONFIG, trial_policy=TrialPolicy(priority_classes=frozenset({"urgent"}))
+    )
+    allowed.loop = EvalLoop(allowed.api, allowed.ref, config=config, clock=allowed.clock)
+    allowed.loop.run_pass()
+    assert len(allowed.api.pods) == 4
+    assert {pod["spec"]["priorityClassName"] for pod in allowed.api.pods.values()} == {"urgent"}
+
+    template = {"spec": {"containers": [AGENT], "priorityClassName": "batch-low"}}
+    with pytest.raises(
+        SpecError,
+        match=r"spec.priorityClassName: urgent differs from the "
+        r"trial template's priorityClassName batch-low; give it in one place",
+    ):
+        parse_spec(
+            spec(priorityClassName="urgent", trial={"timeoutSeconds": 60, "template": template})
+        )
 
 
 def test_type_confusion_is_a_config_error_with_the_servers_message() -> None:

@@ -53,13 +53,16 @@ def test_bad_graders_name_the_field(grader: str, field: str) -> None:
 
 
 def test_the_crd_admits_the_same_fields() -> None:
-    """The CRD's grading.grader has image and command (a non-empty list), nothing else."""
+    """The CRD's grading.grader has image, command (a non-empty list), and the grader pods'
+    env and envFrom (at most 64 each), nothing else."""
     schema = build_crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
     grading = schema["properties"]["spec"]["properties"]["grading"]["properties"]
     grader = grading["grader"]
-    assert set(grader["properties"]) == {"image", "command"}
+    assert set(grader["properties"]) == {"image", "command", "env", "envFrom"}
     assert grader["required"] == ["command"]
     assert grader["properties"]["command"]["minItems"] == 1
+    assert grader["properties"]["env"]["maxItems"] == grader["properties"]["envFrom"]["maxItems"]
+    assert grader["properties"]["env"]["maxItems"] == 64
 
 
 CHECKED = EVAL.replace(
