@@ -14,6 +14,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -41,6 +42,7 @@ from tests.cluster.operator_helpers import (
     eval_pods,
     expected_ledger,
     get_eval,
+    operator_in,
 )
 
 BUSYBOX = "localhost/passhat/busybox:test"
@@ -48,12 +50,24 @@ BUSYBOX = "localhost/passhat/busybox:test"
 
 @pytest.fixture
 def namespace(core_v1: client.CoreV1Api) -> Iterator[str]:
-    """A fresh namespace that Kueue manages (labelled for it); the conftest's `operator`
-    serves it."""
+    """A fresh namespace that Kueue manages (labelled for it); `operator` serves it."""
     require_kueue()
     name = f"t-kueue-{uuid.uuid4().hex[:6]}"
     with fresh_namespace(core_v1, name, labels={KUEUE_NAMESPACE_LABEL: "true"}) as created:
         yield created
+
+
+@pytest.fixture
+def operator(
+    cluster: Any, kubectl: Callable[..., str], namespace: str, tmp_path: Path
+) -> Iterator[OperatorProcess]:
+    """The conftest's operator, reporting a pod Pending unschedulable after 5 s (60 s by
+    default): a pod gated by Kueue for longer must still not be reported."""
+    settings = ["--set", "unschedulable_grace_s=5", "--set", "unschedulable_event_interval_s=5"]
+    with operator_in(
+        cluster, kubectl, namespace, tmp_path / "operator.log", extra_args=settings
+    ) as process:
+        yield process
 
 
 def kwok_pod(name: str, *, labels: dict[str, str], duration: str) -> dict[str, Any]:
@@ -294,6 +308,12 @@ def test_waiting_twice_the_timeout_for_admission_is_not_a_timeout(
         created = _epoch(pod["metadata"]["creationTimestamp"])
         started = _epoch(pod["status"]["startTime"])
         assert started - created >= 2 * 10, "the trial did not wait 2x its timeout"
+        # NB: gated 20+ s, four times the operator's unschedulable grace: waiting, not stuck
+        events = core_v1.list_namespaced_event(
+            namespace, field_selector=f"involvedObject.uid={uid}", _preload_content=False
+        )
+        reasons = [e["reason"] for e in raw_json(events)["items"]]
+        assert "TrialPodUnschedulable" not in reasons, reasons
 
 
 def _epoch(stamp: str) -> float:
