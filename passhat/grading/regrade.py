@@ -10,7 +10,9 @@ Ctrl-C kills every grader still running.
 
 The grader sees what `passhat trial --grader` gives it (the transcript on stdin and at
 `$PASSHAT_TRANSCRIPT`, `PASSHAT_TASK_ID`, `PASSHAT_TRIAL`, `PASSHAT_ATTEMPT`) and
-`PASSHAT_GRADING`, the 0-based number of this regrade of the transcript.
+`PASSHAT_GRADING`, the 0-based number of this regrade of the transcript. With `grade`
+each grading runs some other way (`passhat regrade NAME --pods`: a pod in the eval's
+namespace); sampling, the pool and the report are the same.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from __future__ import annotations
 import os
 import shlex
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from passhat.api.errors import UsageError
@@ -32,9 +34,13 @@ from passhat.trials.outcomes import Outcome
 if TYPE_CHECKING:
     from concurrent.futures import Future
 
-__all__ = ["DEFAULT_PARALLELISM", "DEFAULT_TIMEOUT_S", "regrade", "spec_grader"]
+__all__ = ["DEFAULT_PARALLELISM", "DEFAULT_TIMEOUT_S", "GradeOne", "regrade", "spec_grader"]
 
 DEFAULT_PARALLELISM = 4
+
+# One grading run some other way than a local command: (the transcript's grades so far,
+# the grading's number 0..times-1, the transcript's file) -> its grade.
+GradeOne = Callable[[TranscriptGrades, int, str], Grade]
 DEFAULT_TIMEOUT_S = 300.0
 
 
@@ -71,9 +77,12 @@ def regrade(
     seed: int = 0,
     parallelism: int = DEFAULT_PARALLELISM,
     timeout: float = DEFAULT_TIMEOUT_S,
+    grade: GradeOne | None = None,
 ) -> GraderCheck:
     """Grade a seeded sample of the source's graded attempts `times` times each
-    (`records`: the source's, when the caller has read them already)."""
+    (`records`: the source's, when the caller has read them already). `grade`: what runs
+    one grading instead of the shell command `grader` (which then only names it), e.g.
+    a pod on the cluster (`passhat.operator.regrade_pods`)."""
     _check_options(sample=sample, times=times, parallelism=parallelism, timeout=timeout)
     chosen = sample_graded(
         source.records() if records is None else records, sample=sample, seed=seed
@@ -101,7 +110,7 @@ def regrade(
                 f"{source.title}: none of the {len(chosen.chosen)} sampled attempts has a "
                 "transcript (not archived, or deleted)"
             )
-        _grade_all(todo, grader, times=times, parallelism=parallelism, timeout=timeout)
+        _grade_all(todo, grader, times=times, parallelism=parallelism, timeout=timeout, grade=grade)
     check = GraderCheck.build(
         times=times,
         sample=chosen,
@@ -124,6 +133,7 @@ def _grade_all(
     times: int,
     parallelism: int,
     timeout: float,
+    grade: GradeOne | None = None,
 ) -> None:
     """Run every grading in the pool; each transcript's verdicts in grading order."""
     # NB: imported here: building the CLI parser imports this module, and every trial
@@ -136,6 +146,9 @@ def _grade_all(
         futures: list[tuple[TranscriptGrades, Future[Grade]]] = []
         for grades, path in todo:
             for number in range(times):
+                if grade is not None:
+                    futures.append((grades, pool.submit(grade, grades, number, path)))
+                    continue
                 env = dict(os.environ)
                 env.update(
                     PASSHAT_TASK_ID=grades.task_id,
@@ -148,11 +161,11 @@ def _grade_all(
                 )
                 futures.append((grades, future))
         for grades, future in futures:
-            grade = future.result()
-            if grade.outcome is Outcome.INFRA_ERROR:
-                grades.errors.append(_error_message(grade))
+            done = future.result()
+            if done.outcome is Outcome.INFRA_ERROR:
+                grades.errors.append(_error_message(done))
             else:
-                grades.verdicts.append(grade.outcome.value)
+                grades.verdicts.append(done.outcome.value)
     except BaseException:
         # NB: Ctrl-C reaches this thread only: stop the graders the pool is running
         processes.kill_all()

@@ -340,12 +340,17 @@ def build_grader_pod(
     attempt: PodKey,
     key: GradingKey,
     transcript: str,
+    timeout_seconds: int | None = None,
 ) -> dict[str, Any]:
     """The pod of one grading: the grader's image and command, the transcript mounted at
-    `$PASSHAT_TRANSCRIPT` and given on stdin; unsigned (the loop adds the creation mark)."""
+    `$PASSHAT_TRANSCRIPT` and given on stdin; unsigned (the loop adds the creation mark).
+    `timeout_seconds`: its deadline (default: the stability check's)."""
     grader = spec.grading.grader
     check = spec.grading.stability_check
-    assert grader is not None and grader.image and check is not None
+    assert grader is not None and grader.image
+    if timeout_seconds is None:
+        assert check is not None
+        timeout_seconds = check.timeout_seconds
     template_spec = spec.trial.template.get("spec") or {}
     pod_spec: dict[str, Any] = copy.deepcopy(
         {name: template_spec[name] for name in _SHARED_POD_FIELDS if name in template_spec}
@@ -379,7 +384,7 @@ def build_grader_pod(
         container["imagePullPolicy"] = main["imagePullPolicy"]
     pod_spec.update(
         restartPolicy="Never",
-        activeDeadlineSeconds=check.timeout_seconds,
+        activeDeadlineSeconds=timeout_seconds,
         terminationGracePeriodSeconds=5,
         enableServiceLinks=False,
         containers=[container],

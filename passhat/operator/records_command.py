@@ -22,6 +22,7 @@ from passhat.records.record import AttemptRecord, infra_errors_by_reason
 
 if TYPE_CHECKING:
     from passhat.api.spec import EvalSpec
+    from passhat.grading.noise import GraderCheck
     from passhat.operator.records_source import ClusterSource
     from passhat.records.source import Source
     from passhat.stats import TaskTally
@@ -256,31 +257,91 @@ def _seconds(text: str) -> float:
 def _regrade(args: argparse.Namespace) -> int:
     from passhat.grading.regrade import regrade, spec_grader
     from passhat.grading.render import render_regrade
-    from passhat.operator.records_source import open_source
+    from passhat.operator.records_source import is_eval_name, open_source
 
+    if args.pods and not is_eval_name(args.source):
+        raise UsageError(
+            f"--pods: {args.source} is a directory; --pods regrades a cluster eval "
+            "(NAME -n NS) in pods of its namespace"
+        )
     source = open_source(
         args.source, namespace=args.namespace, kubeconfig=args.kubeconfig, uid=args.uid
     )
-    grader = args.grader or spec_grader(source)
-    if grader is None:
-        raise UsageError(
-            f"--grader: not given, and the eval of {source.title} declares no "
-            "spec.grading.grader (give the grader command)"
+    if args.pods:
+        check, records = _regrade_in_pods(args, source)
+    else:
+        grader = args.grader or spec_grader(source)
+        if grader is None:
+            raise UsageError(
+                f"--grader: not given, and the eval of {source.title} declares no "
+                "spec.grading.grader (give the grader command)"
+            )
+        records = source.records()
+        check = regrade(
+            source,
+            grader,
+            records=records,
+            sample=args.sample,
+            times=args.times,
+            seed=args.seed,
+            parallelism=args.parallelism,
+            timeout=args.timeout,
         )
-    records = source.records()
-    check = regrade(
-        source,
-        grader,
-        records=records,
-        sample=args.sample,
-        times=args.times,
-        seed=args.seed,
-        parallelism=args.parallelism,
-        timeout=args.timeout,
-    )
     text = render_regrade(check, args.format, records=records, title=source.title)
     _to_stdout(text)
     return 0
+
+
+def _regrade_in_pods(
+    args: argparse.Namespace, source: Any
+) -> tuple[GraderCheck, list[AttemptRecord]]:
+    """`regrade NAME --pods`: each grading a pod of the eval's grader in its namespace,
+    made with the caller's rights (`passhat.operator.regrade_pods`)."""
+    import math
+
+    from passhat.api.load import parse_eval
+    from passhat.grading.regrade import regrade
+    from passhat.operator.kube import Kube
+    from passhat.operator.live import client_config
+    from passhat.operator.records_source import ClusterSource
+    from passhat.operator.regrade_pods import PodGrader
+
+    assert isinstance(source, ClusterSource)  # NB: an eval name opens one (_regrade)
+    if args.grader:
+        raise UsageError(
+            "--pods runs the eval's spec.grading.grader (image, command, env) in pods; "
+            "--grader CMD is a command for this machine: give one or the other"
+        )
+    records = source.records()
+    text = source.spec_text()
+    if text is None:
+        raise UsageError(f"--pods: the records of {source.title} keep no spec")
+    spec = parse_eval(text, f"{source.title} (spec)").spec
+    kube = Kube(client_config(args.kubeconfig))
+    grader = PodGrader(
+        kube,
+        namespace=source.namespace,
+        name=source.name,
+        uid=source.uid or "",
+        spec=spec,
+        timeout_s=max(1, math.ceil(args.timeout)),
+    )
+    try:
+        check = regrade(
+            source,
+            f"pods of {spec.grading.grader.image if spec.grading.grader else '?'}",
+            records=records,
+            sample=args.sample,
+            times=args.times,
+            seed=args.seed,
+            parallelism=args.parallelism,
+            timeout=args.timeout,
+            grade=grader,
+        )
+    finally:
+        grader.cleanup()
+        kube.close()
+    return check, records
 
 
 def add_regrade_parser(subparsers: Subparsers) -> None:
@@ -302,6 +363,13 @@ def add_regrade_parser(subparsers: Subparsers) -> None:
     add_source_options(parser)
     parser.add_argument(
         "--grader", metavar="CMD", help="grader shell command (default: spec.grading.grader)"
+    )
+    parser.add_argument(
+        "--pods",
+        action="store_true",
+        help="cluster evals: grade in pods of spec.grading.grader's image in the eval's "
+        "namespace, made with your rights (create/get/delete pods, get pods/log), so a "
+        "judge gets the cluster's network and its Secrets (grader.env); deleted as each ends",
     )
     parser.add_argument(
         "--sample", metavar="N", type=_positive, help="graded attempts to sample (default: all)"

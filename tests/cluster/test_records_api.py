@@ -21,6 +21,7 @@ import json
 import socket
 import ssl
 import subprocess
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -528,7 +529,7 @@ def test_regrade_reads_a_cluster_eval_whose_pods_are_gone(
         'case "$PASSHAT_TASK_ID" in beta) [ "$PASSHAT_ATTEMPT" = 0 ] && exit 75; exit 1 ;; '
         "esac; exit 0"
     )
-    body = {
+    body: dict[str, Any] = {
         "apiVersion": f"{GROUP}/{VERSION}",
         "kind": "ConsistencyEval",
         "metadata": {"name": "rg"},
@@ -556,6 +557,16 @@ def test_regrade_reads_a_cluster_eval_whose_pods_are_gone(
             },
         },
     }
+    noisy_on_gamma = (
+        'if grep -q "transcript of gamma"; then exit $((PASSHAT_GRADING % 2)); fi; exit 0'
+    )
+    # NB: the spec's grader is what --pods runs (the local regrade gives its own command)
+    body["spec"]["grading"] = {
+        "grader": {
+            "image": "localhost/passhat/busybox:test",
+            "command": ["sh", "-c", noisy_on_gamma],
+        }
+    }
     create_eval(api_client, records.ns_b, body)
     wait_for_condition(api_client, records.ns_b, "rg", "Complete", timeout=300)
     kubectl("delete", PLURAL, "rg", "-n", records.ns_b, "--wait=true", "--timeout=120s")
@@ -563,9 +574,6 @@ def test_regrade_reads_a_cluster_eval_whose_pods_are_gone(
         lambda: not core_v1.list_namespaced_pod(records.ns_b).items, 120, "the eval's pods gone"
     )
     dave = _user_kubeconfig(records.cluster, records.tmp, "dave", [])
-    noisy_on_gamma = (
-        'if grep -q "transcript of gamma"; then exit $((PASSHAT_GRADING % 2)); fi; exit 0'
-    )
     argv = ["regrade", "rg", "-n", records.ns_b, "--kubeconfig", dave, "--times", "2"]
     code = cli.main([*argv, "--grader", noisy_on_gamma, "--format", "json"])
     out, err = capsys.readouterr()
@@ -579,3 +587,30 @@ def test_regrade_reads_a_cluster_eval_whose_pods_are_gone(
         ("gamma", 1, "pass"),
     ]
     assert report["noise_rate"] == 2 / 6 and report["grader_errors"] == 0
+
+    # --pods: the same sample graded in pods of the spec's grader in the eval's namespace,
+    # made with dave's own rights (refused until he may create pods there)
+    pods_argv = [*argv, "--pods", "--timeout", "60", "--format", "json"]
+    assert cli.main(pods_argv) == 2
+    assert "--pods: cannot create the grader pod in namespace" in capsys.readouterr().err
+    rights = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "Role",
+        "metadata": {"name": "regrade-log-reader", "namespace": records.ns_b},
+        "rules": [
+            {"apiGroups": [""], "resources": ["pods/log"], "verbs": ["get"]},
+            {"apiGroups": [""], "resources": ["pods"], "verbs": ["create", "get", "delete"]},
+        ],
+    }
+    kubectl("apply", "-f", "-", input=yaml.safe_dump(rights))
+    # NB: a Role takes a moment to reach the authorizer
+    time.sleep(2)
+    code = cli.main(pods_argv)
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    in_pods = json.loads(out)
+    assert (in_pods["transcripts"], in_pods["grader_errors"]) == (6, 0), in_pods
+    assert in_pods["noise_rate"] == 2 / 6
+    assert [(n["task_id"], n["trial"]) for n in in_pods["noisy"]] == [("gamma", 0), ("gamma", 1)]
+    left = core_v1.list_namespaced_pod(records.ns_b, label_selector="passhat.dev/regrade")
+    assert all(p.metadata and p.metadata.deletion_timestamp for p in left.items), left.items
