@@ -13,6 +13,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -100,3 +101,20 @@ def test_run_equals_score_of_inspect_epochs(tmp_path: Path) -> None:
     # the Inspect sample error of wobbly's first attempt, graded from the log, retried
     assert errors == [("wobbly", 0, 0)]
     assert len(records) == 10
+
+
+def test_bench_inspect_eval_memory_smoke() -> None:
+    """bench/inspect_eval_memory.py makes a real log with Inspect and scores it (tiny: 4
+    samples x 2 epochs of 8 KB); its JSON has the figures docs/scoring.md cites."""
+    assert INSPECT is not None
+    done = subprocess.run(
+        [
+            sys.executable, str(ROOT / "bench" / "inspect_eval_memory.py"),
+            "--inspect", INSPECT, "--samples", "4", "--epochs", "2", "--output-kb", "8",
+        ],
+        capture_output=True, text=True, timeout=600, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert (result["samples"], result["epochs"], result["score_eval_exit"]) == (4, 2, 0)
+    assert result["score_eval_peak_rss_mib"] > 0 and result["eval_mib"] > 0
