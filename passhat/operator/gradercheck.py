@@ -41,6 +41,7 @@ from typing import Any, Protocol
 from passhat.api import conditions as cond
 from passhat.api.spec import API_VERSION, KIND, EvalSpec, StabilityCheck, Task
 from passhat.grading import GraderCheck, TranscriptGrades, grade_of, sample_graded
+from passhat.grading.grader import GRADER_ERROR, Grade
 from passhat.grading.noise import Sample
 from passhat.operator.archive import LogUnavailable, read_transcript
 from passhat.operator.pods import (
@@ -98,8 +99,8 @@ _STDIN_WRAPPER = 'exec "$@" < "$PASSHAT_TRANSCRIPT"'
 # is given before it counts as a grader error and is deleted.
 DEADLINE_SLACK_S = 120.0
 # What of a grader's log is read for its verdict (the result JSON is its last line).
-_TAIL_LINES = 20
-_TAIL_BYTES = 64 * 1024
+LOG_TAIL_LINES = 20
+LOG_TAIL_BYTES = 64 * 1024
 # Bounds of status.graderCheck.
 MAX_NOISY = 20
 MAX_ERROR_MESSAGES = 5
@@ -677,49 +678,74 @@ class StabilityChecker:
         self, pod: Mapping[str, Any], timeout_s: int, now: float
     ) -> tuple[str, str] | None:
         """(mark, grader error message) of an ended grader pod; None while it runs."""
-        status = pod.get("status") or {}
-        meta = pod.get("metadata") or {}
-        if not _ended(pod):
-            if waiting_for_admission(pod):
-                return None  # NB: gated by a queue: its clock has not started (queueing.py)
-            # NB: a queued pod is counted from its start (it may be admitted long after it
-            # was made); one admitted that never starts waits, as a trial pod does, for the
-            # eval's activeDeadlineSeconds
-            since = parse_timestamp(
-                status.get("startTime")
-                if QUEUE_NAME_LABEL in (meta.get("labels") or {})
-                else meta.get("creationTimestamp")
-            )
-            if since is not None and now > since + timeout_s + DEADLINE_SLACK_S:
-                return ERROR, (
-                    f"the grader pod did not finish within {timeout_s} s + "
-                    f"{DEADLINE_SLACK_S:g} s (never scheduled or started?)"
-                )
-            deleted = parse_timestamp(meta.get("deletionTimestamp"))
-            if deleted is not None and now > deleted + DEADLINE_SLACK_S:
-                return ERROR, "the grader pod was deleted before it ended"
-            return None
-        if status.get("reason") == "DeadlineExceeded":
-            return ERROR, f"the grader timed out after {timeout_s} s (killed)"
-        code = _exit_code(pod)
-        try:
-            log = self._logs.read_pod_log(
+
+        def read_log(name: str) -> bytes:
+            return self._logs.read_pod_log(
                 self.ref.namespace,
-                str(meta.get("name")),
+                name,
                 GRADER_CONTAINER,
-                _TAIL_BYTES,
-                tail_lines=_TAIL_LINES,
+                LOG_TAIL_BYTES,
+                tail_lines=LOG_TAIL_LINES,
             )
-        except LogUnavailable:
-            log = b""
-        if code is None:
-            return ERROR, "the grader pod ended without an exit code"
-        grade = grade_of(code, log.decode("utf-8", "replace"))
+
+        grade = grader_pod_grade(pod, timeout_s=timeout_s, now=now, read_log=read_log)
+        if grade is None:
+            return None
         if grade.outcome is Outcome.PASS:
             return PASS, ""
         if grade.outcome is Outcome.FAIL:
             return FAIL, ""
         return ERROR, grade.message or "the grader reported an infra error"
+
+
+def grader_pod_grade(
+    pod: Mapping[str, Any],
+    *,
+    timeout_s: int,
+    now: float,
+    read_log: Callable[[str], bytes],
+) -> Grade | None:
+    """The grade of a grader pod, None while it runs: the last log line when it is a
+    result JSON (`read_log(name)`: its tail), else the exit code; a pod past its deadline,
+    not ended `timeout_s` + DEADLINE_SLACK_S after it started (not queued: after it was
+    made), or deleted and not ended DEADLINE_SLACK_S later is a grader error. Shared by the
+    stability check and `passhat regrade --pods` (regrade_pods.py)."""
+    status = pod.get("status") or {}
+    meta = pod.get("metadata") or {}
+    if not _ended(pod):
+        if waiting_for_admission(pod):
+            return None  # NB: gated by a queue: its clock has not started (queueing.py)
+        # NB: a queued pod is counted from its start (it may be admitted long after it
+        # was made); one admitted that never starts waits, as a trial pod does, for the
+        # eval's activeDeadlineSeconds
+        since = parse_timestamp(
+            status.get("startTime")
+            if QUEUE_NAME_LABEL in (meta.get("labels") or {})
+            else meta.get("creationTimestamp")
+        )
+        if since is not None and now > since + timeout_s + DEADLINE_SLACK_S:
+            return grader_error(
+                f"the grader pod did not finish within {timeout_s} s + "
+                f"{DEADLINE_SLACK_S:g} s (never scheduled or started?)"
+            )
+        deleted = parse_timestamp(meta.get("deletionTimestamp"))
+        if deleted is not None and now > deleted + DEADLINE_SLACK_S:
+            return grader_error("the grader pod was deleted before it ended")
+        return None
+    if status.get("reason") == "DeadlineExceeded":
+        return grader_error(f"the grader timed out after {timeout_s} s (killed)")
+    code = _exit_code(pod)
+    try:
+        log = read_log(str(meta.get("name")))
+    except LogUnavailable:
+        log = b""
+    if code is None:
+        return grader_error("the grader pod ended without an exit code")
+    return grade_of(code, log.decode("utf-8", "replace"))
+
+
+def grader_error(message: str) -> Grade:
+    return Grade(Outcome.INFRA_ERROR, GRADER_ERROR, message=message)
 
 
 def _note(messages: list[str], message: str) -> None:

@@ -30,32 +30,24 @@ from typing import Any
 
 from passhat.api.errors import UsageError
 from passhat.api.spec import EvalSpec, Task
-from passhat.grading.grader import GRADER_ERROR, Grade, grade_of
+from passhat.grading.grader import Grade
 from passhat.grading.noise import TranscriptGrades
-from passhat.operator.archive import LogUnavailable
 from passhat.operator.gradercheck import (
-    DEADLINE_SLACK_S,
     GRADER_CONTAINER,
+    LOG_TAIL_BYTES,
+    LOG_TAIL_LINES,
     MAX_TRANSCRIPT_BYTES,
     GradingKey,
     build_grader_pod,
+    grader_error,
+    grader_pod_grade,
 )
 from passhat.operator.kube import ApiError, Kube
 from passhat.operator.pods import QUEUE_NAME_LABEL, EvalRef, PodKey
-from passhat.operator.queueing import waiting_for_admission
-from passhat.trials.classify_pod import parse_timestamp
-from passhat.trials.outcomes import Outcome
 
 __all__ = ["LABEL_REGRADE", "PodGrader"]
 
 LABEL_REGRADE = "passhat.dev/regrade"
-# What of a grader's log is read for its verdict (as the stability check reads it).
-_TAIL_LINES = 20
-_TAIL_BYTES = 64 * 1024
-
-
-def _error(message: str) -> Grade:
-    return Grade(Outcome.INFRA_ERROR, GRADER_ERROR, message=message)
 
 
 class PodGrader:
@@ -96,7 +88,7 @@ class PodGrader:
         with open(path, "rb") as handle:
             text = handle.read().decode("utf-8", "replace")
         if len(text.encode()) > MAX_TRANSCRIPT_BYTES:
-            return _error(
+            return grader_error(
                 f"the transcript is larger than {MAX_TRANSCRIPT_BYTES // 1024} KiB, more than "
                 "a pod annotation holds: regrade it on this machine with --grader CMD"
             )
@@ -157,45 +149,22 @@ class PodGrader:
 
     def _await(self, pod_name: str) -> Grade:
         namespace = self.ref.namespace
+
+        def read_log(name: str) -> bytes:
+            return self.kube.read_pod_log(
+                namespace, name, GRADER_CONTAINER, LOG_TAIL_BYTES, tail_lines=LOG_TAIL_LINES
+            )
+
         while True:
             pod = self.kube.get_pod(namespace, pod_name)
             if pod is None:
-                return _error("the grader pod was deleted before it ended")
-            status = pod.get("status") or {}
-            if status.get("phase") in ("Succeeded", "Failed"):
-                return self._verdict(pod_name, pod)
-            meta = pod.get("metadata") or {}
-            queued = QUEUE_NAME_LABEL in (meta.get("labels") or {})
-            if not waiting_for_admission(pod):
-                since = parse_timestamp(
-                    status.get("startTime") if queued else meta.get("creationTimestamp")
-                )
-                if since is not None and self.clock() > since + self.timeout_s + DEADLINE_SLACK_S:
-                    return _error(
-                        f"the grader pod did not finish within {self.timeout_s} s + "
-                        f"{DEADLINE_SLACK_S:g} s (never scheduled or started?)"
-                    )
-            self.sleep(self.poll_s)
-
-    def _verdict(self, pod_name: str, pod: Mapping[str, Any]) -> Grade:
-        status = pod.get("status") or {}
-        if status.get("reason") == "DeadlineExceeded":
-            return _error(f"the grader timed out after {self.timeout_s} s (killed)")
-        code = None
-        for item in status.get("containerStatuses") or []:
-            if isinstance(item, Mapping) and item.get("name") == GRADER_CONTAINER:
-                terminated = (item.get("state") or {}).get("terminated") or {}
-                found = terminated.get("exitCode")
-                code = found if isinstance(found, int) else None
-        if code is None:
-            return _error("the grader pod ended without an exit code")
-        try:
-            log = self.kube.read_pod_log(
-                self.ref.namespace, pod_name, GRADER_CONTAINER, _TAIL_BYTES, tail_lines=_TAIL_LINES
+                return grader_error("the grader pod was deleted before it ended")
+            grade = grader_pod_grade(
+                pod, timeout_s=self.timeout_s, now=self.clock(), read_log=read_log
             )
-        except LogUnavailable:
-            log = b""
-        return grade_of(code, log.decode("utf-8", "replace"))
+            if grade is not None:
+                return grade
+            self.sleep(self.poll_s)
 
     def _delete(self, pod_name: str) -> None:
         try:
