@@ -37,9 +37,11 @@ from __future__ import annotations
 import argparse
 import base64
 import contextlib
+import functools
 import json
 import os
 import platform
+import re
 import secrets
 import shlex
 import signal
@@ -47,6 +49,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -212,6 +215,17 @@ class Kube:
         if resp.status != 200:
             raise BenchError(f"GET {path}: HTTP {resp.status}")
         return data.decode()
+
+    def raw(self, path: str, *, timeout: float = 60, **query: str) -> bytes:
+        """A GET's body as bytes (the API server's /debug/pprof)."""
+        method, url, headers, _, _ = self.api.param_serialize(
+            "GET", path, query_params=list(query.items()), auth_settings=["BearerToken"]
+        )
+        resp = self.api.call_api(method, url, header_params=headers, _request_timeout=timeout)
+        data: bytes = resp.read()  # type: ignore[no-untyped-call]
+        if resp.status != 200:
+            raise BenchError(f"GET {path}: HTTP {resp.status}: {data[:300]!r}")
+        return data
 
     def create(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         out = self.request("POST", path, body)
@@ -574,6 +588,43 @@ class MemorySampler:
                 self.peak_mib[process.name] = max(self.peak_mib[process.name], rss)
 
 
+class ApiProfile:
+    """The API server's Go CPU profile over the first `seconds` of a side's window.
+
+    `--profile DIR` asks the API server's /debug/pprof/profile (it must run with
+    `--profiling=true`: `PASSHAT_APISERVER_PROFILING=true hack/cluster/up.sh`) in a thread
+    opened with the side's window, and writes `DIR/<side>-run<n>.pprof`; read them with
+    `go tool pprof -top DIR/operator-run1.pprof`. Give both sides the same `seconds`, no
+    longer than the faster side's window, so that the two profiles cover equal busy time."""
+
+    def __init__(self, kube: Kube, path: Path, seconds: int) -> None:
+        self.path, self.error = path, ""
+        path.parent.mkdir(parents=True, exist_ok=True)
+
+        def fetch() -> None:
+            try:
+                data = kube.raw("/debug/pprof/profile", timeout=seconds + 60, seconds=str(seconds))
+                path.write_bytes(data)
+            except Exception as exc:  # reported by close(), never fatal
+                self.error = str(exc)
+
+        self._thread = threading.Thread(target=fetch, name="apiserver-pprof", daemon=True)
+        self._thread.start()
+
+    def close(self) -> None:
+        self._thread.join()
+        if self.error:
+            log(f"the API server's profile failed: {self.error}")
+        else:
+            log(f"the API server's CPU profile: {self.path}")
+
+
+def start_profile(args: argparse.Namespace, kube: Kube, side: str, i: int) -> ApiProfile | None:
+    if args.profile is None:
+        return None
+    return ApiProfile(kube, args.profile / f"{side}-run{i + 1}.pprof", args.profile_seconds)
+
+
 def storage_objects(kube: Kube) -> dict[str, float]:
     """What the API server's storage holds (its /metrics): objects of the resources that
     grow with an eval, and the etcd database size."""
@@ -594,6 +645,36 @@ def storage_objects(kube: Kube) -> dict[str, float]:
             elif key.startswith("apiserver_storage_size_bytes"):
                 out["etcd_db_mib"] = round(float(value) / 2**20, 1)
     return out
+
+
+_LABEL = re.compile(r'(\w+)="([^"]*)"')
+
+
+def request_counts(kube: Kube) -> Counter[str]:
+    """The API server's requests so far by verb and resource (`apiserver_request_total`),
+    as "VERB resource[/subresource]": a side's window is the difference of two of them.
+    Every client's requests are in it (the benchmark's own polls too), so it is read
+    beside the audit log's per-user writes, not instead of them."""
+    out: Counter[str] = Counter()
+    with contextlib.suppress(BenchError, urllib3.exceptions.HTTPError, OSError):
+        for line in kube.text("/metrics").splitlines():
+            if not line.startswith("apiserver_request_total{"):
+                continue
+            key, _, value = line.rpartition(" ")
+            labels = dict(_LABEL.findall(key))
+            resource = labels.get("resource", "")
+            if labels.get("subresource"):
+                resource += "/" + labels["subresource"]
+            out[f"{labels.get('verb', '?')} {resource or labels.get('path', '-')}"] += int(
+                float(value)
+            )
+    return out
+
+
+def request_delta(before: Counter[str], after: Counter[str]) -> dict[str, int]:
+    """The requests of a window, largest first, at least 10 each (the rest is noise)."""
+    delta = after - before
+    return {key: n for key, n in delta.most_common() if n >= 10}
 
 
 # ------------------------------------------------------------------- the record store
@@ -1058,6 +1139,7 @@ def run_job(
     parallelism: int,
     duration_s: float,
     apiserver: ClusterProcess | None = None,
+    profile: Callable[[], ApiProfile | None] = lambda: None,
 ) -> SideResult:
     """N completions of an Indexed Job at `parallelism`; create to Complete."""
     ns = box.namespace
@@ -1076,12 +1158,16 @@ def run_job(
     path = f"/apis/batch/v1/namespaces/{ns}/jobs/bench"
     window = AuditWindow(audit, user=JOB_CONTROLLER_USER, namespace=ns)
     api_cpu = CpuWindow.open(apiserver) if apiserver is not None else None
+    profiling = profile()
+    requests_before = request_counts(kube)
     cpu_before = cpu_snapshot()
     start = time.monotonic()
     kube.create(f"/apis/batch/v1/namespaces/{ns}/jobs", body)
 
     def done() -> bool:
-        job = kube.get(path)
+        # NB: both sides poll from the API server's watch cache (resourceVersion 0), so
+        # that the benchmark's own four reads a second cost either side little
+        job = kube.get(path, resourceVersion="0")
         if condition_true(job, "Failed"):
             raise BenchError(f"the Job failed: {json.dumps((job or {}).get('status'))}")
         return condition_true(job, "Complete")
@@ -1092,16 +1178,19 @@ def run_job(
     cpu = cpu_delta(cpu_before, cpu_snapshot())
     if api_cpu is not None:
         api_cpu.close()
+    requests = request_delta(requests_before, request_counts(kube))
     job = kube.get(path) or {}
     succeeded = int((job.get("status") or {}).get("succeeded") or 0)
     if succeeded != trials:
         raise BenchError(f"the Job completed with {succeeded} of {trials} succeeded")
     writes = window.wait_quiet()
+    if profiling is not None:
+        profiling.close()
     return SideResult(
         end - start,
         writes,
         trials,
-        extra={"succeeded": succeeded, "cpu": cpu},
+        extra={"succeeded": succeeded, "cpu": cpu, "apiserver_requests": requests},
         apiserver=api_cpu.summary() if api_cpu is not None else {},
     )
 
@@ -1118,6 +1207,7 @@ def run_operator(
     apiserver: ClusterProcess | None = None,
     etcd: ClusterProcess | None = None,
     pod_retention: str = "all",
+    profile: Callable[[], ApiProfile | None] = lambda: None,
 ) -> SideResult:
     """An eval of trials/10 tasks x 10 trials through a fresh operator; create to Complete.
 
@@ -1140,6 +1230,8 @@ def run_operator(
     AuditWindow(audit, user=user, namespace=ns).wait_quiet(quiet_s=2)
 
     api_cpu = CpuWindow.open(apiserver) if apiserver is not None else None
+    profiling = profile()
+    requests_before = request_counts(kube)
     window, cpu0 = AuditWindow(audit, user=user, namespace=ns), operator.cpu_seconds()
     cpu_before = cpu_snapshot(operator)
     sampler = MemorySampler([p for p in (apiserver, etcd) if p is not None])
@@ -1182,11 +1274,14 @@ def run_operator(
     )
     if api_cpu is not None:
         api_cpu.close()
+    requests = request_delta(requests_before, request_counts(kube))
     # NB: a kept pod lost our finalizer in the patch that labelled it; at 100,000 pods the
     # whole list would be a few hundred MB of JSON: checked on smaller runs only
     if trials <= 10000 and (held := held_pods(kube, ns)):
         raise BenchError(f"{len(held)} trial pods still hold a finalizer, e.g. {held[0]}")
     writes = window.wait_quiet()
+    if profiling is not None:
+        profiling.close()
     extra: dict[str, Any] = {
         "status_bytes": json_size(status),
         "summary": status.get("summary"),
@@ -1196,6 +1291,7 @@ def run_operator(
         "storage_objects_end": storage_objects(kube),
         "pods_left": count_pods(kube, ns),
         "pod_retention": pod_retention,
+        "apiserver_requests": requests,
     }
     if box.store is not None:
         attempts = len(
@@ -1248,7 +1344,7 @@ def wait_eval(kube: Kube, operator: OperatorProcess, path: str, *, timeout: floa
     def done() -> bool:
         if not operator.alive():
             raise BenchError(f"the operator exited:\n{operator.tail()}")
-        ev = kube.get(path)
+        ev = kube.get(path, resourceVersion="0")
         if condition_true(ev, "ConfigError"):
             raise BenchError(f"the eval has a ConfigError: {json.dumps(ev and ev.get('status'))}")
         if time.monotonic() - last[0] > 30:
@@ -1480,6 +1576,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     p.add_argument("--keep-logs", type=Path, help="copy operator logs into this directory")
     p.add_argument(
+        "--profile",
+        type=Path,
+        help="write the API server's CPU profile of each side's window into this directory",
+    )
+    p.add_argument(
+        "--profile-seconds", type=int, default=45, help="length of each --profile (both sides)"
+    )
+    p.add_argument(
         "--operator-set",
         action="append",
         default=[],
@@ -1539,6 +1643,7 @@ def one_run(
                     parallelism=args.parallelism,
                     duration_s=args.duration_s,
                     apiserver=apiserver,
+                    profile=functools.partial(start_profile, args, kube, side, i),
                 )
             else:
                 sides[side] = run_operator(
@@ -1552,6 +1657,7 @@ def one_run(
                     apiserver=apiserver,
                     etcd=ClusterProcess(args.run_dir, "etcd"),
                     pod_retention=args.pod_retention,
+                    profile=functools.partial(start_profile, args, kube, side, i),
                 )
             log(f"run {i + 1}: {side} done in {sides[side].seconds:.1f}s")
         finally:
@@ -1569,6 +1675,9 @@ def one_run(
         "order": order,
         "cpu_by_side": {side: result.extra.get("cpu") for side, result in sides.items()},
         "apiserver_detail": {side: result.apiserver for side, result in sides.items()},
+        "apiserver_requests": {
+            side: result.extra.get("apiserver_requests") for side, result in sides.items()
+        },
     }
     for side in ("operator", "job"):
         if (result := sides.get(side)) is not None:
@@ -1655,6 +1764,8 @@ def print_table(runs: list[dict[str, Any]], result: dict[str, Any]) -> None:
             print(f"{side} writes (last run): {json.dumps(last[f'{side}_writes'], sort_keys=True)}")
     if "operator_passes" in last:
         print(f"operator passes (last run): {json.dumps(last['operator_passes'])}")
+    for side, counts in (last.get("apiserver_requests") or {}).items():
+        print(f"API server requests, {side} window (last run, all clients): {json.dumps(counts)}")
     if "throughput_ratio" in result:
         print(
             f"throughput ratio (operator/job, >= 1 means the operator is at least as fast): "
@@ -1702,6 +1813,7 @@ def measure(kube: Kube, args: argparse.Namespace, workdir: Path) -> dict[str, An
         if key in runs[0]:
             result[key] = round(median_of(runs, key), 3)
     result["apiserver_detail_runs"] = [r["apiserver_detail"] for r in runs]
+    result["apiserver_requests_runs"] = [r["apiserver_requests"] for r in runs]
     for side in ("operator", "job"):
         if f"{side}_seconds" in runs[0]:
             result[f"{side}_seconds_runs"] = [round(r[f"{side}_seconds"], 2) for r in runs]

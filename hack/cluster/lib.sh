@@ -19,6 +19,9 @@ CONTAINERD_SOCK="$RUNTIME/containerd/containerd.sock"
 NODE_NAME=passhat-node
 KWOK_NODES="${PASSHAT_KWOK_NODES:-2}"
 API_PORT=6443
+# The API server's /debug/pprof: off, unless a benchmark asks (bench/throughput.py --profile
+# needs it; PASSHAT_APISERVER_PROFILING=true hack/cluster/up.sh restarts the API server with it).
+APISERVER_PROFILING="${PASSHAT_APISERVER_PROFILING:-false}"
 API_URL="https://127.0.0.1:${API_PORT}"
 SERVICE_CIDR=10.96.0.0/16
 SERVICE_IP=10.96.0.1

@@ -83,7 +83,7 @@ apiserver_args() {
     --requestheader-extra-headers-prefix X-Remote-Extra- \
     --proxy-client-cert-file "$PKI/front-proxy-client.crt" --proxy-client-key-file "$PKI/front-proxy-client.key" \
     --enable-aggregator-routing=true \
-    --profiling=false --v 1)
+    --profiling="$APISERVER_PROFILING" --v 1)
 }
 
 # Was the running API server started with other flags (by an older up.sh)?

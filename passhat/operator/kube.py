@@ -86,9 +86,6 @@ _UNRECORDED = f"!{LABEL_RECORDED}"
 _RELEASED_HORIZON_S = 600.0
 # A GET of only an object's metadata (a PartialObjectMetadata), not its data.
 _METADATA_ONLY = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
-# JSON-patch path of the recorded label ("/" in a key is "~1", RFC 6901).
-_RECORDED_PATH = "/metadata/labels/" + LABEL_RECORDED.replace("~", "~0").replace("/", "~1")
-_TRANSCRIPT_PATH = "/metadata/annotations/" + ANNOTATION_TRANSCRIPT.replace("/", "~1")
 
 # The metadata fields of a listed pod that anything downstream of `list_pods` reads: the
 # loop (`pod_key`: labels; the deleted-pod grace: deletionTimestamp), the classifier
@@ -114,7 +111,7 @@ API_CALLS: dict[str, tuple[str, str, str]] = {
     "Kube.patch_eval_status": ("passhat.dev", "consistencyevals/status", "patch"),
     "Kube.list_pods, Kube.list_held_pods, Kube.watch_pods (its LIST)": ("", "pods", "list"),
     "Kube.watch_pods": ("", "pods", "watch"),
-    "Kube.get_pod, Kube._patch_out_finalizer (re-read)": ("", "pods", "get"),
+    "Kube.get_pod": ("", "pods", "get"),
     "Kube._create_pod": ("", "pods", "create"),
     "Kube._patch_out_finalizer": ("", "pods", "patch"),
     "Kube._release_pod": ("", "pods", "delete"),
@@ -165,8 +162,12 @@ class Conflict(ApiError):
 class EvalApi(Protocol):
     """What the reconcile loop asks of the API server (all JSON dicts, camelCase)."""
 
-    def get_eval(self, namespace: str, name: str) -> dict[str, Any] | None:
-        """The eval as stored now; None when it does not exist."""
+    def get_eval(
+        self, namespace: str, name: str, *, not_older_than: str = ""
+    ) -> dict[str, Any] | None:
+        """The eval as stored now; None when it does not exist. With `not_older_than` (a
+        resourceVersion this loop read or wrote), the eval as the API server's watch cache
+        holds it, at least that new: no read of etcd, no decoding of the stored JSON."""
         ...
 
     def list_pods(self, namespace: str, eval_uid: str) -> list[dict[str, Any]]:
@@ -467,10 +468,24 @@ class Kube:
     def _eval_path(self, namespace: str, name: str) -> str:
         return f"/apis/{GROUP}/{VERSION}/namespaces/{namespace}/{PLURAL}/{name}"
 
-    def get_eval(self, namespace: str, name: str) -> dict[str, Any] | None:
-        status, data = self._request(
-            "get", "GET", self._eval_path(namespace, name), ok_statuses=(404,)
-        )
+    def get_eval(
+        self, namespace: str, name: str, *, not_older_than: str = ""
+    ) -> dict[str, Any] | None:
+        path = self._eval_path(namespace, name)
+        if not_older_than:
+            # NB: a GET with a resourceVersion is served from the watch cache once it holds
+            # that version (else 504 after 3 s, or 410 if compacted): then a quorum read
+            status, data = self._request(
+                "get",
+                "GET",
+                path,
+                query={"resourceVersion": not_older_than},
+                ok_statuses=(404, 410, 504),
+                retry_throttled=True,
+            )
+            if status in (200, 404):
+                return None if status == 404 else dict(data)
+        status, data = self._request("get", "GET", path, ok_statuses=(404,))
         return None if status == 404 else dict(data)
 
     def list_pods(self, namespace: str, eval_uid: str) -> list[dict[str, Any]]:
@@ -885,18 +900,20 @@ class Kube:
         A grader pod's transcript annotation is emptied in the same patch: its verdict is
         in status, and kept it held up to 192 KiB of etcd per grader pod, readable with
         `get pods`, until the eval was deleted (docs/security.md)."""
-        extra = [{"op": "add", "path": _RECORDED_PATH, "value": "true"}]
         labels = (pod.get("metadata") or {}).get("labels") or {}
-        if isinstance(labels, Mapping) and LABEL_GRADING in labels:
-            # NB: "add" replaces the member, or adds it if missing: never a 422
-            extra.append({"op": "add", "path": _TRANSCRIPT_PATH, "value": ""})
-        self._patch_out_finalizer(namespace, pod, extra=extra)
+        grader = isinstance(labels, Mapping) and LABEL_GRADING in labels
+        self._patch_out_finalizer(
+            namespace,
+            pod,
+            labels={LABEL_RECORDED: "true"},
+            annotations={ANNOTATION_TRANSCRIPT: ""} if grader else None,
+        )
 
     def _release_pod(self, namespace: str, pod: Mapping[str, Any]) -> None:
-        """Remove exactly our finalizer (`test` ops guard the uid and the index), then
-        delete with the uid as a precondition (409: a pod of that name replaced it)."""
+        """Remove exactly our finalizer (the patch guarded by the uid), then delete with
+        the uid as a precondition (409: a pod of that name replaced it)."""
         meta = pod.get("metadata") or {}
-        if not self._patch_out_finalizer(namespace, pod, extra=[]):
+        if not self._patch_out_finalizer(namespace, pod):
             return
         if meta.get("deletionTimestamp") is None:
             self._request(
@@ -912,42 +929,40 @@ class Kube:
             )
 
     def _patch_out_finalizer(
-        self, namespace: str, pod: Mapping[str, Any], *, extra: list[dict[str, Any]]
+        self,
+        namespace: str,
+        pod: Mapping[str, Any],
+        *,
+        labels: Mapping[str, str] | None = None,
+        annotations: Mapping[str, str] | None = None,
     ) -> bool:
-        """One JSON patch: remove exactly our finalizer (a `test` op guards its index) plus
-        the `extra` ops, all behind a `test` of the pod's uid. Without our finalizer, only
-        `extra` is applied (if any). False when the pod is gone or was replaced by another
-        of the same name."""
+        """One strategic merge patch, as the Job controller takes its tracking finalizer
+        out: `$deleteFromPrimitiveList/finalizers` removes exactly our finalizer wherever
+        it is (nothing when it is gone), with `labels` and `annotations` set in the same
+        write. The pod's uid in the patch is its guard, as in the garbage collector's
+        owner-reference patches: a pod of the same name but another uid refuses it (422,
+        `metadata.uid` is immutable). A pod the caller saw without our finalizer and with
+        nothing to set is not written. False when the pod is gone or was replaced.
+
+        (A JSON patch with `test` ops did the same until #22: the API server turns the
+        stored pod into JSON and back for it, ~1 ms more CPU per trial than this patch.)"""
         meta = pod.get("metadata") or {}
-        uid = meta.get("uid")
-        path = f"/api/v1/namespaces/{namespace}/pods/{meta.get('name')}"
-        current: Mapping[str, Any] | None = pod
-        for _ in range(5):
-            finalizers = list((current or {}).get("metadata", {}).get("finalizers") or [])
-            ops: list[dict[str, Any]] = [{"op": "test", "path": "/metadata/uid", "value": uid}]
-            if FINALIZER in finalizers:
-                index = finalizers.index(FINALIZER)
-                ops += [
-                    {"op": "test", "path": f"/metadata/finalizers/{index}", "value": FINALIZER},
-                    {"op": "remove", "path": f"/metadata/finalizers/{index}"},
-                ]
-            ops += extra
-            if len(ops) == 1:
-                return True
-            status, _ = self._request(
-                "patch",
-                "PATCH",
-                path,
-                body=ops,
-                content_type="application/json-patch+json",
-                ok_statuses=(404, 422),
-            )
-            if status == 404:
-                return False
-            if status != 422:
-                return True
-            # NB: 422 = a test op failed: the finalizer list changed, or the pod was replaced.
-            status, current = self._request("get", "GET", path, ok_statuses=(404,))
-            if status == 404 or (current or {}).get("metadata", {}).get("uid") != uid:
-                return False
-        return True
+        if FINALIZER not in (meta.get("finalizers") or []) and not labels and not annotations:
+            return True
+        patch: dict[str, Any] = {
+            "uid": meta.get("uid"),
+            "$deleteFromPrimitiveList/finalizers": [FINALIZER],
+        }
+        if labels:
+            patch["labels"] = dict(labels)
+        if annotations:
+            patch["annotations"] = dict(annotations)
+        status, _ = self._request(
+            "patch",
+            "PATCH",
+            f"/api/v1/namespaces/{namespace}/pods/{meta.get('name')}",
+            body={"metadata": patch},
+            content_type="application/strategic-merge-patch+json",
+            ok_statuses=(404, 422),
+        )
+        return status not in (404, 422)

@@ -3,7 +3,9 @@
 A pass reads the ledger from the API server, never from memory, and its pods from a
 watch-fed cache (`podcache.py`) that may lag, which only ever delays a decision:
 
-1. GET the eval (spec, `status.ledger`, resourceVersion).
+1. GET the eval (spec, `status.ledger`, resourceVersion): not older than the version this
+   loop last read or wrote, from the API server's watch cache; from etcd on a loop's
+   first pass and after a 409 (a cache behind another writer only costs a 409).
 2. Read its unrecorded pods: eval-uid label, no `recorded` label (the pod cache; a LIST
    until the cache has synced). A pod this loop created counts as live until listed
    (expectations), and a GET, never the list, decides about a name a create found
@@ -304,6 +306,9 @@ class EvalLoop:
         self._pod_refused: str | None = None
         # Creates that found their pod's name taken by a pod no pass counts (see _taken_slots).
         self._taken: dict[PodKey, str] = {}
+        # The eval's resourceVersion this loop last read or wrote: the next pass reads the
+        # eval not older than it, from the API server's watch cache ("" = from etcd).
+        self._read_rv = ""
         # When this loop last wrote status (`_defer_write`).
         self._written_at = float("-inf")
         # Pods this loop created that no LIST has shown yet (when): live, never created
@@ -383,11 +388,12 @@ class EvalLoop:
     def run_pass(self) -> PassResult:
         """One pass: read, fold finished pods in, write status once, clean up, create."""
         api, ref, now = self.api, self.ref, self._clock()
-        body = api.get_eval(ref.namespace, ref.name)
+        body = api.get_eval(ref.namespace, ref.name, not_older_than=self._read_rv)
         meta = (body or {}).get("metadata") or {}
         if body is None or meta.get("uid") != ref.uid or meta.get("deletionTimestamp"):
             return PassResult(PassState.DONE)
         rv = str(meta.get("resourceVersion"))
+        self._read_rv = rv
         generation = int(meta.get("generation") or 0)
         previous: Mapping[str, Any] = body.get("status") or {}
         pods = self._own_pods(body, api.list_pods(ref.namespace, ref.uid))
@@ -703,7 +709,9 @@ class EvalLoop:
             try:
                 written = api.patch_eval_status(ref.namespace, ref.name, rv, patch)
             except Conflict:
+                self._read_rv = ""  # NB: someone else wrote: read theirs from etcd
                 return PassResult(PassState.CONFLICT)
+            self._read_rv = str((written.get("metadata") or {}).get("resourceVersion") or "")
             stored = written.get("status") or {}
             self._written_at = now
             self._after_write(
@@ -1158,9 +1166,11 @@ class EvalLoop:
         patch = _status_patch(status, previous)
         if patch is not None:
             try:
-                self.api.patch_eval_status(self.ref.namespace, self.ref.name, rv, patch)
+                stored = self.api.patch_eval_status(self.ref.namespace, self.ref.name, rv, patch)
             except Conflict:
+                self._read_rv = ""
                 return PassResult(PassState.CONFLICT)
+            self._read_rv = str((stored.get("metadata") or {}).get("resourceVersion") or "")
             written = status
             if self._on_status is not None:
                 self._on_status(self.ref, status)

@@ -91,6 +91,14 @@ class FakeApi:
         self._rv = itertools.count(1)
         self._uid = itertools.count(1)
         self.calls = 0
+        # The loop's eval reads: the resourceVersion each asked "not older than" ("" for a
+        # quorum read). With `lagging_cache`, a read not older than X returns the eval as
+        # it was at X (once per X): a watch cache that has seen nothing since, the most a
+        # real one may lag under that guarantee.
+        self.eval_reads: list[str] = []
+        self.lagging_cache = False
+        self.lagged_reads = 0
+        self._eval_at: dict[str, dict[str, Any] | None] = {}
         self.kill_at: int | None = None
         self.writes: dict[str, int] = {
             "create": 0,
@@ -147,10 +155,27 @@ class FakeApi:
 
     # -- EvalApi ------------------------------------------------------------------------------
 
-    def get_eval(self, namespace: str, name: str) -> dict[str, Any] | None:
+    def get_eval(
+        self, namespace: str, name: str, *, not_older_than: str = ""
+    ) -> dict[str, Any] | None:
         self._call()
+        self.eval_reads.append(not_older_than)
+        if self.lagging_cache and not_older_than in self._eval_at:
+            stale = self._eval_at.pop(not_older_than)
+            current = self.evals.get(name)
+            if current is None or current["metadata"]["resourceVersion"] != not_older_than:
+                self.lagged_reads += 1
+            return stale
         body = self.evals.get(name)
-        return copy.deepcopy(body) if body is not None else None
+        if body is None:
+            return None
+        self._remember(body)
+        return copy.deepcopy(body)
+
+    def _remember(self, body: Mapping[str, Any]) -> None:
+        """The eval as it is at its resourceVersion now (what a lagging cache may show)."""
+        if self.lagging_cache:
+            self._eval_at[str(body["metadata"]["resourceVersion"])] = copy.deepcopy(dict(body))
 
     def list_pods(self, namespace: str, eval_uid: str) -> list[dict[str, Any]]:
         self._call()
@@ -200,6 +225,7 @@ class FakeApi:
         merge_patch(body["status"], status)
         body["metadata"]["resourceVersion"] = self._next_rv()
         self.writes["status"] += 1
+        self._remember(body)
         if kill_after:
             raise Killed("after status write")
         return copy.deepcopy(body)

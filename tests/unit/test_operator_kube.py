@@ -211,65 +211,80 @@ def trial_pod(finalizers: list[str]) -> dict[str, Any]:
     return ours("p", finalizers)
 
 
-TEST_UID = {"op": "test", "path": "/metadata/uid", "value": "u-1"}
-TEST_OURS_AT_1 = [
-    TEST_UID,
-    {"op": "test", "path": "/metadata/finalizers/1", "value": FINALIZER},
-    {"op": "remove", "path": "/metadata/finalizers/1"},
-]
-ADD_RECORDED = {"op": "add", "path": "/metadata/labels/passhat.dev~1recorded", "value": "true"}
 POD_PATH = "/api/v1/namespaces/ns/pods/p"
+SMP = "application/strategic-merge-patch+json"
+
+
+def finalizer_out(**more: Any) -> dict[str, Any]:
+    """The strategic merge patch that takes our finalizer out of pod "p" (uid u-1)."""
+    meta = {"uid": "u-1", "$deleteFromPrimitiveList/finalizers": [FINALIZER], **more}
+    return {"metadata": meta}
+
+
+RECORDED = {"labels": {"passhat.dev/recorded": "true"}}
 
 
 def test_keep_is_one_patch_finalizer_out_label_in() -> None:
-    """Keeping a recorded pod: ONE JSON patch (guarded finalizer removal + label), no delete."""
+    """Keeping a recorded pod: ONE strategic merge patch (our finalizer out, wherever it
+    is, the recorded label in, the uid as its guard), no delete."""
     kube = ScriptedKube([])
     kube.settle("ns", keep=[trial_pod(["other", FINALIZER])], release=[], create=[])
     kube.drain()
-    assert kube.requests == [("PATCH", POD_PATH, [*TEST_OURS_AT_1, ADD_RECORDED])]
+    assert kube.requests == [("PATCH", POD_PATH, finalizer_out(**RECORDED))]
     kube.close()
 
 
-def test_keep_rereads_when_the_finalizers_moved_and_labels_without_ours() -> None:
-    """A failed `test` op (422) re-reads the pod and patches at the new index; a pod
-    without our finalizer only gets the label."""
-    moved = {"metadata": {"name": "p", "uid": "u-1", "finalizers": [FINALIZER]}}
-    kube = ScriptedKube([(422, {}), (200, moved)])
+def test_keep_of_a_replaced_pod_stops_and_a_pod_without_ours_gets_the_label() -> None:
+    """A 422 (another pod of that name: its uid differs) ends the keep without a re-read;
+    a pod seen without our finalizer still gets the label (the removal is a no-op)."""
+    kube = ScriptedKube([(422, {})])
     kube.settle("ns", keep=[trial_pod(["other", FINALIZER])], release=[], create=[])
     kube.drain()
-    at_0 = [
-        TEST_UID,
-        {"op": "test", "path": "/metadata/finalizers/0", "value": FINALIZER},
-        {"op": "remove", "path": "/metadata/finalizers/0"},
-    ]
-    assert [(m, body) for m, _, body in kube.requests] == [
-        ("PATCH", [*TEST_OURS_AT_1, ADD_RECORDED]),
-        ("GET", None),
-        ("PATCH", [*at_0, ADD_RECORDED]),
-    ]
+    assert [(m, body) for m, _, body in kube.requests] == [("PATCH", finalizer_out(**RECORDED))]
     kube.requests.clear()
     kube.settle("ns", keep=[trial_pod(["other"])], release=[], create=[])
     kube.drain()
-    assert kube.requests == [("PATCH", POD_PATH, [TEST_UID, ADD_RECORDED])]
+    assert kube.requests == [("PATCH", POD_PATH, finalizer_out(**RECORDED))]
     kube.close()
 
 
+def test_the_finalizer_patch_is_a_strategic_merge_patch() -> None:
+    """The content type the API server needs to read `$deleteFromPrimitiveList`."""
+    seen: list[str] = []
+
+    class Typed(ScriptedKube):
+        def _request(self, verb: str, method: str, path: str, **kwargs: Any) -> tuple[int, Any]:
+            seen.append(str(kwargs.get("content_type")))
+            return super()._request(verb, method, path, **kwargs)
+
+    kube = Typed([])
+    kube.release_pods("ns", [trial_pod([FINALIZER])])
+    kube.close()
+    assert seen[0] == SMP
+
+
 def test_release_patches_then_deletes_with_the_uid_precondition() -> None:
-    """Releasing a pod that is not kept: the guarded finalizer patch, then DELETE."""
+    """Releasing a pod that is not kept: the guarded finalizer patch, then DELETE; a pod
+    seen without our finalizer is only deleted."""
     kube = ScriptedKube([])
     kube.release_pods("ns", [trial_pod(["other", FINALIZER])])
-    assert kube.requests == [
-        ("PATCH", POD_PATH, TEST_OURS_AT_1),
-        (
-            "DELETE",
-            POD_PATH,
-            {"kind": "DeleteOptions", "apiVersion": "v1", "preconditions": {"uid": "u-1"}},
-        ),
-    ]
+    delete = (
+        "DELETE",
+        POD_PATH,
+        {"kind": "DeleteOptions", "apiVersion": "v1", "preconditions": {"uid": "u-1"}},
+    )
+    assert kube.requests == [("PATCH", POD_PATH, finalizer_out()), delete]
     kube.requests.clear()
     kube.answers = [(404, {})]  # NB: gone already: nothing more to do
     kube.release_pods("ns", [trial_pod([FINALIZER])])
     assert [m for m, _, _ in kube.requests] == ["PATCH"]
+    kube.requests.clear()
+    kube.answers = [(422, {})]  # NB: replaced by another pod of that name: not deleted
+    kube.release_pods("ns", [trial_pod([FINALIZER])])
+    assert [m for m, _, _ in kube.requests] == ["PATCH"]
+    kube.requests.clear()
+    kube.release_pods("ns", [trial_pod(["other"])])
+    assert kube.requests == [delete]
     kube.close()
 
 
@@ -415,12 +430,11 @@ def test_pods_the_operator_did_not_make_are_never_patched_or_deleted() -> None:
 
 
 def test_a_pod_replaced_under_the_same_name_is_left_alone() -> None:
-    """The uid `test` op fails (422) and the re-read shows another uid: no second patch and
-    no delete; a delete refused by its uid precondition (409) is not an error."""
-    replaced = {"metadata": {"name": "p", "uid": "u-2", "finalizers": [FINALIZER]}}
-    kube = ScriptedKube([(422, {}), (200, replaced)])
+    """The patch's uid guard refuses it (422: `metadata.uid` is immutable): no second
+    patch and no delete; a delete refused by its uid precondition (409) is not an error."""
+    kube = ScriptedKube([(422, {})])
     kube.release_pods("ns", [trial_pod([FINALIZER])])
-    assert [m for m, _, _ in kube.requests] == ["PATCH", "GET"]
+    assert [m for m, _, _ in kube.requests] == ["PATCH"]
     kube.requests.clear()
     kube.answers = [(200, {}), (409, {"reason": "Conflict"})]
     kube.release_pods("ns", [trial_pod([FINALIZER])])
@@ -451,7 +465,6 @@ def test_a_kept_grader_pod_lets_its_transcript_go_in_the_same_patch() -> None:
     kube = ScriptedKube([])
     kube.settle("ns", keep=[pod], release=[], create=[])
     kube.drain()
-    empty = {"op": "add", "path": "/metadata/annotations/passhat.dev~1transcript", "value": ""}
-    assert kube.requests == [("PATCH", POD_PATH, [*TEST_OURS_AT_1, ADD_RECORDED, empty])]
-    assert empty["path"].endswith(ANNOTATION_TRANSCRIPT.replace("/", "~1"))
+    empty = {"annotations": {ANNOTATION_TRANSCRIPT: ""}}
+    assert kube.requests == [("PATCH", POD_PATH, finalizer_out(**RECORDED, **empty))]
     kube.close()

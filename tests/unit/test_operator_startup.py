@@ -91,7 +91,9 @@ class StrandedApi:
             held("reused-a0", "reused", "u-old", [FINALIZER]),
         ]
 
-    def get_eval(self, namespace: str, name: str) -> dict[str, Any] | None:
+    def get_eval(
+        self, namespace: str, name: str, *, not_older_than: str = ""
+    ) -> dict[str, Any] | None:
         self.lookups.append((namespace, name))
         uids = {"live": "u-live", "reused": "u-new"}  # NB: same name, another eval now
         return {"metadata": {"name": name, "uid": uids[name]}} if name in uids else None
@@ -168,7 +170,9 @@ class FinishedApi(StrandedApi):
     def list_held_pods(self, namespace: str | None) -> list[dict[str, Any]]:
         return [*super().list_held_pods(namespace), held("done-a0", "done", "u-done", [FINALIZER])]
 
-    def get_eval(self, namespace: str, name: str) -> dict[str, Any] | None:
+    def get_eval(
+        self, namespace: str, name: str, *, not_older_than: str = ""
+    ) -> dict[str, Any] | None:
         if name == "done":
             self.lookups.append((namespace, name))
             meta = {"name": name, "namespace": namespace, "uid": "u-done"}
