@@ -47,6 +47,9 @@ HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 
 log() { echo "[cluster $(date +%T)] $*" >&2; }
 die() { echo "[cluster $(date +%T)] ERROR: $*" >&2; exit 1; }
+# apt-get, one at a time: hack/test.sh installs chromium and the image tools in the
+# background while up.sh installs its packages (dpkg's own lock would fail the second).
+apt_locked() { mkdir -p /run/lock && flock /run/lock/passhat-apt.lock apt-get "$@"; }
 kc() { "$BIN/kubectl" --kubeconfig "$KUBECONFIG_ADMIN" "$@"; }
 
 # The host's primary IPv4 (source address of the default route); 127.0.0.1 if none.

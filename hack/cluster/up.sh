@@ -26,8 +26,8 @@ ensure_packages() {
   log "installing Debian packages: ${need[*]}"
   local start=$SECONDS
   export DEBIAN_FRONTEND=noninteractive
-  apt-get install -y --no-install-recommends "${need[@]}" >>"$LOGS/apt.log" 2>&1 ||
-    { apt-get update >>"$LOGS/apt.log" 2>&1 && apt-get install -y --no-install-recommends "${need[@]}" >>"$LOGS/apt.log" 2>&1; } ||
+  apt_locked install -y --no-install-recommends "${need[@]}" >>"$LOGS/apt.log" 2>&1 ||
+    { apt_locked update >>"$LOGS/apt.log" 2>&1 && apt_locked install -y --no-install-recommends "${need[@]}" >>"$LOGS/apt.log" 2>&1; } ||
     { tail -20 "$LOGS/apt.log" >&2; die "apt-get install ${need[*]} failed (log: $LOGS/apt.log)"; }
   log "packages installed in $((SECONDS - start))s"
 }

@@ -46,8 +46,10 @@ ensure_tools() {
   ((${#missing[@]} == 0)) && return
   ilog "installing ${missing[*]} (apt)"
   export DEBIAN_FRONTEND=noninteractive
-  apt-get install -y --no-install-recommends "${missing[@]}" fuse-overlayfs >&2 ||
-    { apt-get update >&2 && apt-get install -y --no-install-recommends "${missing[@]}" fuse-overlayfs >&2; }
+  # NB: one apt-get at a time with hack/cluster/up.sh's (hack/cluster/lib.sh apt_locked)
+  apt_locked() { mkdir -p /run/lock && flock /run/lock/passhat-apt.lock apt-get "$@"; }
+  apt_locked install -y --no-install-recommends "${missing[@]}" fuse-overlayfs >&2 ||
+    { apt_locked update >&2 && apt_locked install -y --no-install-recommends "${missing[@]}" fuse-overlayfs >&2; }
 }
 
 # A hash of every input of the image; equal hashes mean an equal image.
