@@ -1098,6 +1098,26 @@ def pod_template(duration_s: float | None) -> dict[str, Any]:
     }
 
 
+def operator_pod_template(duration_s: float | None) -> dict[str, Any]:
+    """The pod the operator makes of `pod_template` (`pods.build_pod`: its env, the
+    restricted security context, the deadline, the task annotation), minus what the Job
+    sets itself (labels, owner, finalizer): `--job-pod operator` runs the Job on the same
+    pods, so the two sides differ in their controller and not in their pods' size."""
+    from passhat.api.spec import EvalSpec
+    from passhat.operator.pods import EvalRef, PodKey, build_pod
+
+    spec = EvalSpec.model_validate(
+        eval_body("bench", tasks=1, trials=1, parallelism=1, duration_s=duration_s)["spec"]
+    )
+    pod = build_pod(
+        eval_ref=EvalRef("bench", "bench", "00000000-0000-0000-0000-000000000000"),
+        spec=spec,
+        task=(spec.tasks or [])[0],
+        key=PodKey(0, 0, 0),
+    )
+    return {"metadata": {"annotations": pod["metadata"]["annotations"]}, "spec": pod["spec"]}
+
+
 def eval_body(
     name: str,
     *,
@@ -1152,8 +1172,10 @@ def run_job(
     duration_s: float,
     apiserver: ClusterProcess | None = None,
     profile: Callable[[], ApiProfile | None] = lambda: None,
+    template: dict[str, Any] | None = None,
 ) -> SideResult:
-    """N completions of an Indexed Job at `parallelism`; create to Complete."""
+    """N completions of an Indexed Job at `parallelism`; create to Complete. `template`:
+    the pod template (default `pod_template(duration_s)`)."""
     ns = box.namespace
     body: dict[str, Any] = {
         "apiVersion": "batch/v1",
@@ -1164,7 +1186,7 @@ def run_job(
             "parallelism": parallelism,
             "completionMode": "Indexed",
             "backoffLimit": trials,
-            "template": pod_template(duration_s),
+            "template": template or pod_template(duration_s),
         },
     }
     path = f"/apis/batch/v1/namespaces/{ns}/jobs/bench"
@@ -1581,6 +1603,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         default="all",
         help="the operator eval's spec.podRetention",
     )
+    p.add_argument(
+        "--job-pod",
+        choices=("template", "operator"),
+        default="template",
+        help="the Job's pods: the eval's template as given, or the pod the operator makes of it",
+    )
     p.add_argument("--kubeconfig", type=Path, default=DEFAULT_KUBECONFIG)
     p.add_argument("--audit-log", type=Path, default=DEFAULT_AUDIT_LOG)
     p.add_argument(
@@ -1656,6 +1684,11 @@ def one_run(
                     duration_s=args.duration_s,
                     apiserver=apiserver,
                     profile=functools.partial(start_profile, args, kube, side, i),
+                    template=(
+                        operator_pod_template(args.duration_s)
+                        if args.job_pod == "operator"
+                        else None
+                    ),
                 )
             else:
                 sides[side] = run_operator(
@@ -1835,6 +1868,8 @@ def measure(kube: Kube, args: argparse.Namespace, workdir: Path) -> dict[str, An
         result["throughput_ratio"] = round(result["job_seconds"] / result["operator_seconds"], 3)
     result["runs"] = args.runs
     result["duration_s"] = args.duration_s
+    if "job_seconds" in result:
+        result["job_pod"] = args.job_pod
     result["ideal_seconds"] = -(-args.trials // args.parallelism) * args.duration_s
     if "operator_seconds" in result:
         result["operator_over_ideal"] = round(

@@ -69,7 +69,8 @@ __all__ = [
 # Trials last from seconds to the 30-minute default timeout and beyond.
 TRIAL_DURATION_BUCKETS = (1, 5, 10, 30, 60, 120, 300, 600, 1200, 1800, 3600, 7200, float("inf"))
 # One reconcile pass: a list of pods, a few creates/deletes and one status patch.
-RECONCILE_DURATION_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, float("inf"))
+# NB: 2 s is a bucket edge: #22 asks for a median pass of at most 2 s at 100,000 trials.
+RECONCILE_DURATION_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, float("inf"))
 
 _EVAL = ("namespace", "eval")
 _EVAL_K = ("namespace", "eval", "k")

@@ -29,8 +29,8 @@ class OperatorConfig:
     # Passes of one eval are at least this far apart (wake-ups in between coalesce). It
     # bounds how soon a slot freed by a finished pod gets its next pod: 0.3 s (before #22's
     # session 17) left a slot empty 0.10 s at the median, 0.27-0.36 s at p90, 1.10 x the
-    # ideal schedule at parallelism 20; 0.1 s: 0.045 / 0.10 s, 1.056 x, for ~20 % more
-    # operator CPU (docs/benchmarks.md, "Session 17").
+    # ideal schedule at parallelism 20; 0.1 s: 0.045 / 0.10 s, 1.056 x, for 20-35 % more
+    # operator CPU and no API-server CPU we could measure (docs/benchmarks.md, "Session 17").
     min_pass_interval_s: float = 0.1
     # A pod this loop created and no pod list shows yet counts as live; this long after
     # its create a GET asks the API server (the list is a watch-fed cache that may lag:

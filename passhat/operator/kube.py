@@ -44,6 +44,7 @@ import urllib3
 
 from passhat import metrics
 from passhat.api.spec import GROUP, VERSION
+from passhat.operator import protowire
 from passhat.operator.config import OperatorConfig
 from passhat.operator.fairpool import FairPool
 from passhat.operator.ownership import ANNOTATION_CREATED_BY, PodSigner
@@ -86,6 +87,10 @@ _UNRECORDED = f"!{LABEL_RECORDED}"
 _RELEASED_HORIZON_S = 600.0
 # A GET of only an object's metadata (a PartialObjectMetadata), not its data.
 _METADATA_ONLY = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
+# For writes whose returned object is not read (pod creates, patches, deletes): the API
+# server encodes it as protobuf, not JSON, and it is dropped; an error is still read
+# (protowire.py). JSON stays acceptable, for a server that would not offer protobuf.
+_WRITE_ONLY = f"{protowire.MEDIA_TYPE}, application/json"
 
 # The metadata fields of a listed pod that anything downstream of `list_pods` reads: the
 # loop (`pod_key`: labels; the deleted-pod grace: deletionTimestamp), the classifier
@@ -396,7 +401,7 @@ class Kube:
     ) -> tuple[int, Any]:
         """(status, parsed JSON body, or the bytes with `raw` on success); retries
         transient failures (429 only with `retry_throttled`); raises ApiError. `accept`:
-        another JSON media type."""
+        another media type (`_WRITE_ONLY`: a success is not read)."""
         url_path = path + ("?" + urllib.parse.urlencode(query) if query else "")
 
         def retried(status: int) -> bool:
@@ -457,6 +462,14 @@ class Kube:
         self._local.body_bytes = len(content)
         if raw and 200 <= int(response.status) < 300:
             return int(response.status), bytes(content)
+        if content.startswith(protowire.PREFIX):
+            # NB: asked for with `_WRITE_ONLY`: a success is not read, an error is a Status
+            if 200 <= int(response.status) < 300:
+                return int(response.status), {}
+            try:
+                return int(response.status), protowire.decode_status(bytes(content))
+            except protowire.ProtoError:
+                return int(response.status), {"message": f"HTTP {response.status}"}
         try:
             data = json.loads(content) if content else {}
         except ValueError:
@@ -890,6 +903,7 @@ class Kube:
             f"/api/v1/namespaces/{namespace}/pods",
             body=dict(pod),
             ok_statuses=(409,),
+            accept=_WRITE_ONLY,
             # NB: throttled: the eval backs off (pacing.py), no retries here
             retry_throttled=False,
         )
@@ -926,6 +940,7 @@ class Kube:
                     "preconditions": {"uid": meta.get("uid")},
                 },
                 ok_statuses=(404, 409),
+                accept=_WRITE_ONLY,
             )
 
     def _patch_out_finalizer(
@@ -964,5 +979,6 @@ class Kube:
             body={"metadata": patch},
             content_type="application/strategic-merge-patch+json",
             ok_statuses=(404, 422),
+            accept=_WRITE_ONLY,
         )
         return status not in (404, 422)

@@ -90,3 +90,17 @@ def test_an_old_full_copy_is_replaced() -> None:
     patch = kopf.Patch()
     store.store(body=body, patch=patch, essence=store.build(body=body))
     assert patch["metadata"]["annotations"][DIFF_BASE] == "{}\n"
+
+
+def test_the_empty_essence_is_what_kopf_would_build_without_copying_the_eval() -> None:
+    """passhat's storage skips kopf's deep copy of the whole eval (once per eval event,
+    #22) and answers what kopf's own build answers with the same ignored fields; fields a
+    handler asks for still go through kopf's build."""
+    kopfs = kopf.AnnotationsDiffBaseStorage(
+        prefix=GROUP, key="last-handled-configuration", ignored_fields=["spec", "metadata"]
+    )
+    store = storage()
+    for body in (big_eval(), big_eval(annotations={"kopf.zalando.org/x": "y"})):
+        assert store.build(body=body) == kopfs.build(body=body) == {}
+    extra = [("status", "progress")]
+    assert store.build(body=big_eval(), extra_fields=extra) == {"status": {"progress": {"done": 3}}}
