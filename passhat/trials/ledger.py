@@ -174,8 +174,9 @@ class SlotLedger:
         import numpy as np
 
         shape = (self.n_tasks, self.trials)
-        states = np.frombuffer(bytes(self._states), dtype=np.uint8).reshape(shape)
-        attempts = np.frombuffer(bytes(self._attempts), dtype=np.uint8).reshape(shape)
+        # NB: views of the bytearrays, not copies (local: the views end with the call)
+        states = np.frombuffer(self._states, dtype=np.uint8).reshape(shape)
+        attempts = np.frombuffer(self._attempts, dtype=np.uint8).reshape(shape)
         passed = np.count_nonzero(states == SlotState.PASS, axis=1)
         failed = np.count_nonzero(states == SlotState.FAIL, axis=1)
         infra = attempts.sum(axis=1, dtype=np.int64) - passed - failed

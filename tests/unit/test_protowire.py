@@ -61,14 +61,17 @@ def status_bytes(*, code: int, message: str, reason: str, causes: list[dict[str,
     return envelope("Status", raw)
 
 
+# A cause as the API server gives it for a privileged container a policy refused.
+CAUSE = {
+    "reason": "FieldValueForbidden",
+    "message": "Forbidden: disallowed by cluster policy",
+    "field": "spec.containers[0].securityContext.privileged",
+}
+
+
 def test_a_status_decodes_as_its_json() -> None:
-    cause = {
-        "reason": "FieldValueForbidden",
-        "message": "Forbidden: not allowed",
-        "field": "spec.containers[0].securityContext.privileged",
-    }
     data = status_bytes(
-        code=422, message='Pod "trial-0" is invalid', reason="Invalid", causes=[cause]
+        code=422, message='Pod "trial-0" is invalid', reason="Invalid", causes=[CAUSE]
     )
     assert protowire.decode_status(data) == {
         "kind": "Status",
@@ -76,7 +79,7 @@ def test_a_status_decodes_as_its_json() -> None:
         "status": "Failure",
         "message": 'Pod "trial-0" is invalid',
         "reason": "Invalid",
-        "details": {"name": "trial-0", "kind": "pods", "causes": [cause], "retryAfterSeconds": 0},
+        "details": {"name": "trial-0", "kind": "pods", "causes": [CAUSE], "retryAfterSeconds": 0},
         "code": 422,
     }
 
@@ -166,16 +169,11 @@ def test_pod_writes_ask_for_protobuf_and_do_not_read_a_success() -> None:
 
 def test_a_refused_create_names_the_api_servers_message() -> None:
     """A 422 in protobuf reads as the JSON Status would: the user sees its message."""
-    cause = {
-        "reason": "FieldValueForbidden",
-        "message": "Forbidden: disallowed by cluster policy",
-        "field": "spec.containers[0].securityContext.privileged",
-    }
     refused = status_bytes(
         code=422,
         message='Pod "trial-0" is invalid: privileged: Forbidden',
         reason="Invalid",
-        causes=[cause],
+        causes=[CAUSE],
     )
     kube, _ = _kube([(422, refused)])
     try:
