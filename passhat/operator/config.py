@@ -39,6 +39,9 @@ class OperatorConfig:
     # Passes read their eval's pods from the cache the pod watch keeps (podcache.py), not
     # from a LIST each (False: a LIST each, as before #22).
     pod_cache: bool = True
+    # The pod watch, its LIST and pod GETs read protobuf (slimpod.py: the API server's only
+    # JSON watcher of pods cost it a JSON encoding of every pod event); False: JSON.
+    pod_protobuf: bool = True
     # A pass that only recorded outcomes writes status at most this often (the creates of
     # fresh slots go out at once; 0: every such pass writes): loop._defer_write.
     status_interval_s: float = 1.0

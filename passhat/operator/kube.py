@@ -47,7 +47,7 @@ from passhat.api.spec import GROUP, VERSION
 from passhat.operator import protowire
 from passhat.operator.config import OperatorConfig
 from passhat.operator.fairpool import FairPool
-from passhat.operator.ownership import ANNOTATION_CREATED_BY, PodSigner
+from passhat.operator.ownership import PodSigner
 from passhat.operator.podcache import PodCache
 from passhat.operator.pods import (
     ANNOTATION_TRANSCRIPT,
@@ -56,6 +56,7 @@ from passhat.operator.pods import (
     LABEL_GRADING,
     LABEL_RECORDED,
 )
+from passhat.operator.slimpod import decode_pod, slim_pod
 
 __all__ = [
     "ApiError",
@@ -91,23 +92,9 @@ _METADATA_ONLY = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
 # server encodes it as protobuf, not JSON, and it is dropped; an error is still read
 # (protowire.py). JSON stays acceptable, for a server that would not offer protobuf.
 _WRITE_ONLY = f"{protowire.MEDIA_TYPE}, application/json"
-
-# The metadata fields of a listed pod that anything downstream of `list_pods` reads: the
-# loop (`pod_key`: labels; the deleted-pod grace: deletionTimestamp), the classifier
-# (creationTimestamp, deletionTimestamp, deletionGracePeriodSeconds), the release
-# (name, uid for the preconditions, finalizers for the guarded patch) and the ownership
-# check (ownerReferences, and of the annotations only the creation mark).
-_POD_METADATA = (
-    "name",
-    "namespace",
-    "uid",
-    "labels",
-    "finalizers",
-    "creationTimestamp",
-    "deletionTimestamp",
-    "deletionGracePeriodSeconds",
-    "ownerReferences",
-)
+# For pod reads (the pod watch, its LIST, a GET), decoded by `slimpod.decode_pod`.
+_PROTOBUF = protowire.MEDIA_TYPE
+_PROTOBUF_WATCH = f"{protowire.MEDIA_TYPE};stream=watch"
 
 # Every API call of the operator process as (API group, resource, verb), the RBAC it
 # needs: the chart's (Cluster)Role must grant exactly these (tests/unit/test_chart_rbac.py).
@@ -284,48 +271,6 @@ def load_client_config(kubeconfig: str | None = None) -> Any:
             client_configuration=configuration
         )
     return configuration
-
-
-def slim_pod(pod: Mapping[str, Any]) -> dict[str, Any]:
-    """The part of a listed pod the operator reads; the rest is dropped as pages decode.
-
-    Why: a pass LISTs every live pod of an eval, and a decoded kwok pod is ~12 KB of
-    Python objects even without managedFields, most of it spec (env, security context,
-    volumes, tolerations) and metadata (annotations but the creation mark) that nothing reads;
-    at 10,000 tracked pods that is the operator's peak RSS. What is kept is exactly what
-    the readers of `EvalApi.list_pods` use: the metadata in `_POD_METADATA`, each
-    container's name, `terminationGracePeriodSeconds`, `nodeName` and `schedulingGates`
-    from spec (the classifier's trial container and deletion window; the archived record's
-    node; whether the pod waits for a queue's admission, `queueing.py`), and
-    the whole status (classification, trial
-    duration). `tests/unit/test_operator_kube.py` checks that every captured pod
-    classifies the same slimmed as whole; a new reader of another field must add it here.
-    """
-    meta = _mapping(pod.get("metadata"))
-    spec = _mapping(pod.get("spec"))
-    containers = spec.get("containers")
-    slim_spec: dict[str, Any] = {
-        "containers": [
-            {key: value for key, value in _mapping(container).items() if key == "name"}
-            for container in (containers if isinstance(containers, list) else [])
-        ]
-    }
-    for key in ("terminationGracePeriodSeconds", "nodeName", "schedulingGates"):
-        if key in spec:
-            slim_spec[key] = spec[key]
-    slim_meta = {key: meta[key] for key in _POD_METADATA if key in meta}
-    mark = _mapping(meta.get("annotations")).get(ANNOTATION_CREATED_BY)
-    if mark is not None:
-        slim_meta["annotations"] = {ANNOTATION_CREATED_BY: mark}
-    return {
-        "metadata": slim_meta,
-        "spec": slim_spec,
-        "status": pod.get("status") or {},
-    }
-
-
-def _mapping(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
 
 
 def _retryable(status: int) -> bool:
@@ -553,29 +498,63 @@ class Kube:
             if token:
                 query["continue"] = token
             self._local.body_bytes = 0
-            status, data = self._request("list", "GET", path, query=query, ok_statuses=(410,))
-            if status == 410:  # the snapshot expired mid-list: start over
+            page = self._pod_page(path, query)
+            if page is None:  # the snapshot expired mid-list: start over
                 pods, token, limit = [], "", LIST_FIRST_PAGE
                 continue
-            self._local.list_rv = str((data.get("metadata") or {}).get("resourceVersion") or "")
-            items = len(data.get("items") or [])
-            per_pod = max(per_pod, self._local.body_bytes // items if items else 0)
+            meta, items = page
+            self._local.list_rv = meta.get("resourceVersion", "")
+            per_pod = max(per_pod, self._local.body_bytes // len(items) if items else 0)
             fit = LIST_PAGE_BYTES // per_pod if per_pod else LIST_PAGE_SIZE
             limit = max(1, min(LIST_PAGE_SIZE, 2 * limit, fit))
             skipped = leave_out()
-            for pod in data.get("items") or []:
-                if (pod.get("metadata") or {}).get("name") not in skipped:
-                    pods.append(slim_pod(pod))
-            token = (data.get("metadata") or {}).get("continue") or ""
-            del data  # NB: free the decoded page before the next one is read
+            pods.extend(pod for pod in items if pod["metadata"].get("name") not in skipped)
+            token = meta.get("continue", "")
+            del page, items  # NB: free the decoded page before the next one is read
             if not token:
                 return pods
 
-    def get_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
-        status, data = self._request(
-            "get", "GET", f"/api/v1/namespaces/{namespace}/pods/{name}", ok_statuses=(404,)
+    def _pod_page(
+        self, path: str, query: Mapping[str, str]
+    ) -> tuple[dict[str, str], list[dict[str, Any]]] | None:
+        """(list metadata: resourceVersion, continue; the pods, slim) of one LIST page, in
+        protobuf unless `pod_protobuf` is off; None on 410 (the snapshot expired)."""
+        if not self._config.pod_protobuf:
+            status, data = self._request("list", "GET", path, query=query, ok_statuses=(410,))
+            if status == 410:
+                return None
+            meta = data.get("metadata") or {}
+            return (
+                {key: str(meta[key]) for key in ("resourceVersion", "continue") if meta.get(key)},
+                [slim_pod(pod) for pod in data.get("items") or []],
+            )
+        status, content = self._request(
+            "list", "GET", path, query=query, ok_statuses=(410,), raw=True, accept=_PROTOBUF
         )
-        return None if status == 404 else slim_pod(data)
+        if status == 410:
+            return None
+        try:
+            return protowire.decode_pod_list(content)
+        except protowire.ProtoError as err:
+            raise ApiError("list", status, f"undecodable pod list: {err}") from None
+
+    def get_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
+        path = f"/api/v1/namespaces/{namespace}/pods/{name}"
+        if not self._config.pod_protobuf:
+            status, data = self._request("get", "GET", path, ok_statuses=(404,))
+            return None if status == 404 else slim_pod(data)
+        status, content = self._request(
+            "get", "GET", path, ok_statuses=(404,), raw=True, accept=_PROTOBUF
+        )
+        if status == 404:
+            return None
+        try:
+            kind, raw = protowire.unwrap(content)
+            if kind != "Pod":
+                raise protowire.ProtoError(f"a {kind or 'nameless'} object, not a Pod")
+            return decode_pod(raw)
+        except protowire.ProtoError as err:
+            raise ApiError("get", status, f"undecodable pod {name}: {err}") from None
 
     def get_config_map(self, namespace: str, name: str) -> dict[str, Any] | None:
         status, data = self._request(
@@ -779,10 +758,11 @@ class Kube:
                 self.pods.replace(namespace, self._list_slim(path, selector))
                 if self._local.list_rv:
                     query["resourceVersion"] = self._local.list_rv
+            protobuf = self._config.pod_protobuf
             method, url, headers, _, _ = self._client.param_serialize(
                 method="GET",
                 resource_path=f"{path}?{urllib.parse.urlencode(query)}",
-                header_params={"Accept": "application/json"},
+                header_params={"Accept": _PROTOBUF_WATCH if protobuf else "application/json"},
                 auth_settings=["BearerToken"],
             )
             response = self._client.call_api(
@@ -791,9 +771,16 @@ class Kube:
             try:
                 if response.status != 200:
                     raise ApiError("watch", int(response.status), "watch refused")
+                if protobuf:
+                    for kind, pod in protowire.watch_events(response.response.read):
+                        self._pod_event(namespace, {"type": kind, "object": pod}, on_event)
+                    return
                 for line in iter_resp_lines(response.response):  # type: ignore[no-untyped-call]
                     if line:
-                        self._pod_event(namespace, json.loads(line), on_event)
+                        event = json.loads(line)
+                        if isinstance(event.get("object"), dict) and event["type"] != "ERROR":
+                            event["object"] = slim_pod(event["object"])
+                        self._pod_event(namespace, event, on_event)
             finally:
                 response.response.release_conn()
         except BaseException:
@@ -813,7 +800,7 @@ class Kube:
             code = obj.get("code") if isinstance(obj, Mapping) else None
             raise ApiError("watch", int(code or 0), str(obj.get("message") or obj))
         if kind in ("ADDED", "MODIFIED", "DELETED") and self._config.pod_cache:
-            self.pods.apply(namespace, kind, slim_pod(obj))
+            self.pods.apply(namespace, kind, obj)
         on_event(kind, obj)
 
     # -- helpers ----------------------------------------------------------------------------

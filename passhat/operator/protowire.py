@@ -15,14 +15,32 @@ The wire format (k8s.io/apimachinery/pkg/runtime/serializer/protobuf): the 4 byt
 contentType = 4) whose `raw` is the object's message; field numbers from
 k8s.io/apimachinery's `generated.proto` (runtime and meta/v1). Only custom resources
 cannot be read this way; the operator asks it only for pods.
+
+The pod watch and its LIST read pods in protobuf too (`slimpod.py` says why and which
+fields): `decode_pod_list` reads a `v1.PodList` (metadata = 1: `ListMeta`, its
+resourceVersion = 2 and continue = 3; items = 2), and `watch_events` a watch stream: what
+client-go's `LengthDelimitedFramer` reads, frames of a 4-byte big-endian length and a
+`metav1.WatchEvent` (type = 1, object = 2: a `RawExtension` whose raw = 1 holds the
+object with its envelope), the events themselves without one (the API server encodes
+them with its raw serializer).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
-__all__ = ["MEDIA_TYPE", "PREFIX", "ProtoError", "decode_status"]
+from passhat.operator.slimpod import ProtoError, decode_pod
+
+__all__ = [
+    "MEDIA_TYPE",
+    "PREFIX",
+    "ProtoError",
+    "decode_pod_list",
+    "decode_status",
+    "unwrap",
+    "watch_events",
+]
 
 MEDIA_TYPE = "application/vnd.kubernetes.protobuf"
 PREFIX = b"k8s\x00"
@@ -30,12 +48,8 @@ PREFIX = b"k8s\x00"
 _VARINT, _FIXED64, _BYTES, _FIXED32 = 0, 1, 2, 5
 
 
-class ProtoError(ValueError):
-    """Not a protobuf object as the API server writes them."""
-
-
-def decode_status(content: bytes) -> dict[str, Any]:
-    """The `metav1.Status` in an API server's protobuf response, as its JSON would be."""
+def unwrap(content: bytes) -> tuple[str, bytes]:
+    """(kind, the object's message) of an object the API server wrote with its envelope."""
     if not content.startswith(PREFIX):
         raise ProtoError("no k8s protobuf prefix")
     raw = b""
@@ -45,8 +59,18 @@ def decode_status(content: bytes) -> dict[str, Any]:
             kind = _strings(value).get(2, "")
         elif number == 2 and isinstance(value, bytes):  # NB: Unknown.raw
             raw = value
+    return kind, raw
+
+
+def decode_status(content: bytes) -> dict[str, Any]:
+    """The `metav1.Status` in an API server's protobuf response, as its JSON would be."""
+    kind, raw = unwrap(content)
     if kind != "Status":
         raise ProtoError(f"a {kind or 'nameless'} object, not a Status")
+    return _status(raw)
+
+
+def _status(raw: bytes) -> dict[str, Any]:
     status: dict[str, Any] = {"kind": "Status", "apiVersion": "v1"}
     for number, value in _fields(raw):
         if number in (2, 3, 4) and isinstance(value, bytes):
@@ -56,6 +80,67 @@ def decode_status(content: bytes) -> dict[str, Any]:
         elif number == 6 and isinstance(value, int):
             status["code"] = _int32(value)
     return status
+
+
+def decode_pod_list(content: bytes) -> tuple[dict[str, str], list[dict[str, Any]]]:
+    """(the list's metadata: resourceVersion, continue; its pods, slim) of a `PodList`
+    response in protobuf."""
+    kind, raw = unwrap(content)
+    if kind != "PodList":
+        raise ProtoError(f"a {kind or 'nameless'} object, not a PodList")
+    meta: dict[str, str] = {}
+    pods: list[dict[str, Any]] = []
+    for number, value in _fields(raw):
+        if number == 1 and isinstance(value, bytes):
+            strings = _strings(value)
+            meta = {
+                name: strings[n]
+                for n, name in ((2, "resourceVersion"), (3, "continue"))
+                if strings.get(n)
+            }
+        elif number == 2 and isinstance(value, bytes):
+            pods.append(decode_pod(value))
+    return meta, pods
+
+
+def watch_events(read: Callable[[int], bytes]) -> Iterator[tuple[str, dict[str, Any]]]:
+    """(type, object) of each event of a protobuf watch stream read with `read(n)` (up to
+    n bytes, b"" at its end), until the stream ends: a pod slim (`slimpod.decode_pod`), an
+    ERROR's Status as its JSON would be, any other object as {"kind": its kind}."""
+    while True:
+        head = _read_exactly(read, 4)
+        if not head:
+            return
+        frame = _read_exactly(read, int.from_bytes(head, "big"))
+        kind, obj = "", b""
+        for number, value in _fields(frame):
+            if number == 1 and isinstance(value, bytes):
+                kind = value.decode()
+            elif number == 2 and isinstance(value, bytes):
+                obj = next((v for n, v in _fields(value) if n == 1 and isinstance(v, bytes)), b"")
+        what, raw = unwrap(obj)
+        if what == "Pod":
+            yield kind, decode_pod(raw)
+        elif what == "Status":
+            yield kind, _status(raw)
+        else:
+            yield kind, {"kind": what}
+
+
+def _read_exactly(read: Callable[[int], bytes], size: int) -> bytes:
+    """`size` bytes from `read`; b"" if the stream ended before the first; ProtoError if
+    it ended within them."""
+    chunks: list[bytes] = []
+    left = size
+    while left:
+        chunk = read(left)
+        if not chunk:
+            if left == size:
+                return b""
+            raise ProtoError("the watch stream ended within a frame")
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
 
 
 def _details(data: bytes) -> dict[str, Any]:

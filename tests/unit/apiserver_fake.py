@@ -8,7 +8,8 @@ patch that releases a finalizer and labels a pod recorded, DELETE) and a Resourc
 of non-terminal pods per namespace (403 "exceeded quota", as the API server answers).
 Each request takes `latency_s` (the API server's round trip) and is counted by
 (method, namespace) and by POST outcome. A kubelet ends pods `duration_s` after their
-creation when `step()` is called.
+creation when `step()` is called. Pod reads are answered in protobuf when asked so
+(`protobuf_pods.py`).
 """
 
 from __future__ import annotations
@@ -24,10 +25,12 @@ from typing import Any
 
 from kubernetes import client
 
+from passhat.operator import protowire
 from passhat.operator.config import OperatorConfig
 from passhat.operator.kube import Kube
 from passhat.operator.pods import LABEL_EVAL_UID, LABEL_RECORDED
 from tests.unit.operator_fake import merge_patch, terminated
+from tests.unit.protobuf_pods import as_protobuf
 
 _EVAL = "/apis/passhat.dev/v1alpha1/namespaces/"
 
@@ -190,4 +193,7 @@ class FakeServerKube(Kube):
         raw: bool = False,
         accept: str | None = None,
     ) -> tuple[int, Any]:
-        return self.server.handle(method, url_path, body)
+        status, data = self.server.handle(method, url_path, body)
+        if raw and accept == protowire.MEDIA_TYPE and 200 <= status < 300:
+            return status, as_protobuf(data)  # NB: pod reads, in protobuf as the real one
+        return status, data

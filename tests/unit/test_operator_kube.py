@@ -13,13 +13,22 @@ import pytest
 from kubernetes import client
 
 from passhat.api.spec import Grading
+from passhat.operator.archive import RecordedAttempt, build_record
 from passhat.operator.config import OperatorConfig
 from passhat.operator.kube import Kube, slim_pod
-from passhat.operator.loop import _duration
+from passhat.operator.loop import _duration, _ended
 from passhat.operator.ownership import PodSigner
-from passhat.operator.pods import ANNOTATION_TRANSCRIPT, FINALIZER, LABEL_GRADING, pod_key
+from passhat.operator.pods import (
+    ANNOTATION_TRANSCRIPT,
+    FINALIZER,
+    LABEL_GRADING,
+    PodKey,
+    pod_key,
+)
 from passhat.operator.queueing import waiting_for_admission
 from passhat.trials.classify_pod import classify_pod
+from passhat.trials.outcomes import Outcome, Verdict
+from tests.unit.protobuf_pods import as_protobuf
 
 PODS = Path(__file__).resolve().parents[1] / "fixtures" / "pods"
 FIXTURES = sorted(p.name for p in PODS.glob("*.json"))
@@ -49,6 +58,13 @@ def test_slim_pod_classifies_like_the_whole_pod(name: str, age_s: float, timeout
     assert pod_key(slim) == pod_key(pod)
     assert _duration(slim) == _duration(pod)
     assert waiting_for_admission(slim) == waiting_for_admission(pod) == (name == "kueue_gated.json")
+    assert _ended(slim) == _ended(pod)
+    assert PodSigner(b"k").owner_uid(slim) == PodSigner(b"k").owner_uid(pod)
+    attempt = RecordedAttempt("t", PodKey(0, 1, 0), Verdict(Outcome.FAIL, "r"), final=True)
+    main = pod["spec"]["containers"][0]["name"]
+    assert build_record(slim, attempt, main_container=main) == build_record(
+        pod, attempt, main_container=main
+    )
 
 
 def test_slim_pod_keeps_only_what_is_read() -> None:
@@ -70,7 +86,18 @@ def test_slim_pod_keeps_only_what_is_read() -> None:
         "terminationGracePeriodSeconds": pod["spec"]["terminationGracePeriodSeconds"],
         "nodeName": pod["spec"]["nodeName"],
     }
-    assert slim["status"] == pod["status"]
+    status = pod["status"]
+    assert slim["status"] == {
+        "phase": "Succeeded",
+        "conditions": [
+            {key: c[key] for key in ("type", "status", "reason") if key in c}
+            for c in status["conditions"]
+        ],
+        "startTime": status["startTime"],
+        "containerStatuses": [
+            {"name": "trial", "state": status["containerStatuses"][0]["state"], "lastState": {}}
+        ],
+    }
     assert len(json.dumps(slim)) < len(json.dumps(pod)) / 2
     deleted = slim_pod(fixture("sigterm_deleted.json"))["metadata"]
     assert {"deletionTimestamp", "deletionGracePeriodSeconds"} <= set(deleted)
@@ -99,10 +126,13 @@ def test_slim_pod_of_odd_pods_does_not_raise(pod: dict[str, Any]) -> None:
 
 
 class PagedKube(Kube):
-    """`Kube` whose HTTP layer serves pages of pods from a list (and a 410 once)."""
+    """`Kube` whose HTTP layer serves pages of pods from a list (and a 410 once), in
+    protobuf or JSON as asked."""
 
-    def __init__(self, pages: list[list[dict[str, Any]]], *, expire_once: bool) -> None:
-        super().__init__(client.Configuration())
+    def __init__(
+        self, pages: list[list[dict[str, Any]]], *, expire_once: bool, protobuf: bool = True
+    ) -> None:
+        super().__init__(client.Configuration(), OperatorConfig(pod_protobuf=protobuf))
         self.pages = pages
         self.expire_once = expire_once
         self.queries: list[dict[str, str]] = []
@@ -115,14 +145,16 @@ class PagedKube(Kube):
             self.expire_once = False
             return 410, {"message": "the continue token expired"}
         more = {"continue": str(index + 1)} if index + 1 < len(self.pages) else {}
-        return 200, {"items": [dict(p) for p in self.pages[index]], "metadata": more}
+        page = {"items": [dict(p) for p in self.pages[index]], "metadata": more}
+        return 200, as_protobuf(page) if kwargs.get("raw") else page
 
 
-def test_list_pods_pages_slims_and_restarts_on_410() -> None:
+@pytest.mark.parametrize("protobuf", [True, False])
+def test_list_pods_pages_slims_and_restarts_on_410(protobuf: bool) -> None:
     """Pages are followed, each pod slimmed; an expired snapshot starts the list over."""
     pod = fixture("kwok_exit0.json")
     pages = [[pod, pod], [pod], [pod]]
-    kube = PagedKube(pages, expire_once=True)
+    kube = PagedKube(pages, expire_once=True, protobuf=protobuf)
     try:
         pods = kube.list_pods("ns", "uid-1")
     finally:
@@ -139,7 +171,8 @@ class BigPodsKube(Kube):
     """`Kube` whose HTTP layer answers LISTs with pages of `pod`, `pages` pages long."""
 
     def __init__(self, pod: dict[str, Any], pages: int) -> None:
-        super().__init__(client.Configuration())
+        # NB: JSON: its pages' size is what it measures (the paging is the same either way)
+        super().__init__(client.Configuration(), OperatorConfig(pod_protobuf=False))
         self.pod = pod
         self.pages = pages
         self.limits: list[int] = []
@@ -196,7 +229,10 @@ class ScriptedKube(Kube):
 
     def _request(self, verb: str, method: str, path: str, **kwargs: Any) -> tuple[int, Any]:
         self.requests.append((method, path, kwargs.get("body")))
-        return self.answers.pop(0) if self.answers else (200, {})
+        status, data = self.answers.pop(0) if self.answers else (200, {})
+        if kwargs.get("raw") and 200 <= status < 300 and isinstance(data, dict):
+            return status, as_protobuf(data)  # NB: a pod read, asked for in protobuf
+        return status, data
 
 
 def ours(name: str, finalizers: list[str], *, uid: str = "u-1") -> dict[str, Any]:
@@ -310,7 +346,8 @@ class BlockedKube(ScriptedKube):
             assert self.unblock.wait(30)
         if verb == "list":
             items = [{"metadata": {"name": name}} for name in ("a", "b")]
-            return 200, {"items": items, "metadata": {}}
+            page = {"items": items, "metadata": {}}
+            return 200, as_protobuf(page) if kwargs.get("raw") else page
         return super()._request(verb, method, path, **kwargs)
 
 
