@@ -28,10 +28,10 @@ encoded both ways (`tests/fixtures/wire/pods.json`, `hack/cluster/capture-wire.p
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from passhat.operator.ownership import ANNOTATION_CREATED_BY
@@ -56,7 +56,7 @@ class ProtoError(ValueError):
     """Not a protobuf message as the API server writes them."""
 
 
-@dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True)
 class Field:
     """One kept field: its JSON name, its protobuf field number and what it holds."""
 
@@ -65,6 +65,11 @@ class Field:
     kind: str
     table: tuple[Field, ...] = ()
     keys: frozenset[str] | None = None  # MAP: only these keys (None: all)
+    # MSG, MSGS: `table` by field number (what the protobuf reader looks fields up in)
+    by_number: dict[int, Field] = dataclasses.field(default_factory=dict, compare=False, hash=False)
+
+    def __post_init__(self) -> None:
+        self.by_number.update((item.number, item) for item in self.table)
 
 
 def _table(*fields: Field) -> tuple[Field, ...]:
@@ -206,15 +211,10 @@ def _json_value(field: Field, item: Any) -> Any:
 def decode_pod(data: bytes) -> dict[str, Any]:
     """The `SLIM_POD` fields of a `v1.Pod` message (the object's bytes, without the
     API server's `k8s\\x00` envelope: `protowire.unwrap`), as `slim_pod` keeps them."""
-    slim = _message(data, 0, len(data), _index(SLIM_POD))
+    slim = _message(data, 0, len(data), _POD_BY_NUMBER)
     for key in ("metadata", "spec", "status"):
         slim.setdefault(key, {})
     return slim
-
-
-@functools.cache
-def _index(table: tuple[Field, ...]) -> dict[int, Field]:
-    return {field.number: field for field in table}
 
 
 def _message(data: bytes, pos: int, end: int, fields: dict[int, Field]) -> dict[str, Any]:
@@ -265,9 +265,9 @@ def _bytes_field(out: dict[str, Any], field: Field, data: bytes, pos: int, stop:
         if stop > pos:
             out[field.name] = data[pos:stop].decode()
     elif kind == MSG:
-        out[field.name] = _message(data, pos, stop, _index(field.table))
+        out[field.name] = _message(data, pos, stop, field.by_number)
     elif kind == MSGS:
-        out.setdefault(field.name, []).append(_message(data, pos, stop, _index(field.table)))
+        out.setdefault(field.name, []).append(_message(data, pos, stop, field.by_number))
     elif kind == TIME:
         seconds = _message(data, pos, stop, _TIMESTAMP).get("seconds")
         if seconds is not None:
@@ -281,6 +281,7 @@ def _bytes_field(out: dict[str, Any], field: Field, data: bytes, pos: int, stop:
         out.setdefault(field.name, []).append(data[pos:stop].decode())
 
 
+_POD_BY_NUMBER = {item.number: item for item in SLIM_POD}
 # metav1.Time is a Timestamp{seconds = 1, nanos = 2}, written empty for the zero time;
 # JSON shows whole seconds. A map entry is a message {key = 1, value = 2}.
 _TIMESTAMP = {1: Field("seconds", 1, INT)}
