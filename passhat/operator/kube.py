@@ -772,7 +772,8 @@ class Kube:
                 if response.status != 200:
                     raise ApiError("watch", int(response.status), "watch refused")
                 if protobuf:
-                    for kind, pod in protowire.watch_events(response.response.read):
+                    body = response.response
+                    for kind, pod in protowire.watch_events(body.read1):
                         self._pod_event(namespace, {"type": kind, "object": pod}, on_event)
                     return
                 for line in iter_resp_lines(response.response):  # type: ignore[no-untyped-call]

@@ -104,14 +104,20 @@ def decode_pod_list(content: bytes) -> tuple[dict[str, str], list[dict[str, Any]
 
 
 def watch_events(read: Callable[[int], bytes]) -> Iterator[tuple[str, dict[str, Any]]]:
-    """(type, object) of each event of a protobuf watch stream read with `read(n)` (up to
-    n bytes, b"" at its end), until the stream ends: a pod slim (`slimpod.decode_pod`), an
-    ERROR's Status as its JSON would be, any other object as {"kind": its kind}."""
+    """(type, object) of each event of a protobuf watch stream read with `read(n)` (what
+    is there, up to n bytes; b"" at its end), until the stream ends: a pod slim
+    (`slimpod.decode_pod`), an ERROR's Status as its JSON would be, any other object as
+    {"kind": its kind}. Reads in large chunks (a read costs far more than a byte), so
+    `read` must return what has arrived rather than wait for all n bytes."""
+    buffer = bytearray()
     while True:
-        head = _read_exactly(read, 4)
-        if not head:
+        if not _fill(read, buffer, 4):
             return
-        frame = _read_exactly(read, int.from_bytes(head, "big"))
+        end = 4 + int.from_bytes(buffer[:4], "big")
+        if not _fill(read, buffer, end):
+            raise ProtoError("the watch stream ended within a frame")
+        frame = bytes(buffer[4:end])
+        del buffer[:end]
         kind, obj = "", b""
         for number, value in _fields(frame):
             if number == 1 and isinstance(value, bytes):
@@ -127,20 +133,20 @@ def watch_events(read: Callable[[int], bytes]) -> Iterator[tuple[str, dict[str, 
             yield kind, {"kind": what}
 
 
-def _read_exactly(read: Callable[[int], bytes], size: int) -> bytes:
-    """`size` bytes from `read`; b"" if the stream ended before the first; ProtoError if
-    it ended within them."""
-    chunks: list[bytes] = []
-    left = size
-    while left:
-        chunk = read(left)
+_READ_SIZE = 1 << 16
+
+
+def _fill(read: Callable[[int], bytes], buffer: bytearray, size: int) -> bool:
+    """Read into `buffer` until it holds `size` bytes: False if the stream ended with
+    nothing buffered; ProtoError if it ended with part of a frame."""
+    while len(buffer) < size:
+        chunk = read(max(_READ_SIZE, size - len(buffer)))
         if not chunk:
-            if left == size:
-                return b""
-            raise ProtoError("the watch stream ended within a frame")
-        chunks.append(chunk)
-        left -= len(chunk)
-    return b"".join(chunks)
+            if buffer:
+                raise ProtoError("the watch stream ended within a frame")
+            return False
+        buffer += chunk
+    return True
 
 
 def _details(data: bytes) -> dict[str, Any]:

@@ -123,7 +123,7 @@ class Response:
     def __init__(self, body: bytes) -> None:
         self.status = 200
         self.response = self
-        self.read = reader(body, 4096)
+        self.read1 = reader(body, 4096)
         self.released = False
 
     def release_conn(self) -> None:
