@@ -20,8 +20,10 @@ for the operator alone (docs/benchmarks.md, "Session 16"). Where the two formats
 the table says what JSON shows and both readers agree on it: an empty string, an empty
 list or map and a zero time are left out (protobuf writes a Go string field even when it
 is empty; JSON leaves most of them out), a number is kept even when 0 unless JSON leaves
-it out (`signal`), and a time is RFC 3339 in seconds, as JSON writes it. A message is kept
-whenever present, even empty, so `"terminated" in state` means the same in both.
+it out (`signal`), and a time is RFC 3339 in seconds, as JSON writes it; bytes that are
+not UTF-8 read as U+FFFD, as the API server's JSON shows them (a pod a hostile client
+wrote in protobuf cannot stop the reader). A message is kept whenever present, even
+empty, so `"terminated" in state` means the same in both.
 `tests/unit/test_slimpod.py` holds the two readers to each other on pods the API server
 encoded both ways (`tests/fixtures/wire/pods.json`, `hack/cluster/capture-wire.py`).
 """
@@ -263,7 +265,7 @@ def _bytes_field(out: dict[str, Any], field: Field, data: bytes, pos: int, stop:
     kind = field.kind
     if kind == STR:
         if stop > pos:
-            out[field.name] = data[pos:stop].decode()
+            out[field.name] = data[pos:stop].decode(errors="replace")
     elif kind == MSG:
         out[field.name] = _message(data, pos, stop, field.by_number)
     elif kind == MSGS:
@@ -278,7 +280,7 @@ def _bytes_field(out: dict[str, Any], field: Field, data: bytes, pos: int, stop:
         if field.keys is None or name in field.keys:
             out.setdefault(field.name, {})[name] = entry.get("value", "")
     elif kind == STRS:
-        out.setdefault(field.name, []).append(data[pos:stop].decode())
+        out.setdefault(field.name, []).append(data[pos:stop].decode(errors="replace"))
 
 
 _POD_BY_NUMBER = {item.number: item for item in SLIM_POD}

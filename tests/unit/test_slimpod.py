@@ -111,6 +111,16 @@ def test_a_broken_stream_raises(stream: bytes) -> None:
         list(protowire.watch_events(reader(stream, 1 << 20)))
 
 
+def test_bytes_that_are_not_utf8_read_as_replacement_characters() -> None:
+    """A pod written in protobuf by a hostile client may carry any bytes in a string; the
+    reader does not fail on them (the pod's namespace would stop being watched)."""
+    meta = field_bytes(1, b"p\xff") + field_bytes(
+        12, field_bytes(1, b"k") + field_bytes(2, b"\xfe")
+    )
+    pod = decode_pod(field_bytes(1, meta))
+    assert pod["metadata"]["name"] == "p\ufffd"
+
+
 def test_a_truncated_pod_raises() -> None:
     raw = protowire.unwrap(base64.b64decode(WIRE["pods"][CAPTURED[0]]["protobuf"]))[1]
     with pytest.raises(ProtoError):
