@@ -518,43 +518,45 @@ class Kube:
         self, path: str, query: Mapping[str, str]
     ) -> tuple[dict[str, str], list[dict[str, Any]]] | None:
         """(list metadata: resourceVersion, continue; the pods, slim) of one LIST page, in
-        protobuf unless `pod_protobuf` is off; None on 410 (the snapshot expired)."""
-        if not self._config.pod_protobuf:
-            status, data = self._request("list", "GET", path, query=query, ok_statuses=(410,))
+        protobuf unless `pod_protobuf` is off; None on 410 (the snapshot expired). A page
+        the protobuf reader cannot read (a pod a hostile client wrote) is asked for again
+        as JSON, so one such pod stops nothing."""
+        if self._config.pod_protobuf:
+            status, content = self._request(
+                "list", "GET", path, query=query, ok_statuses=(410,), raw=True, accept=_PROTOBUF
+            )
             if status == 410:
                 return None
-            meta = data.get("metadata") or {}
-            return (
-                {key: str(meta[key]) for key in ("resourceVersion", "continue") if meta.get(key)},
-                [slim_pod(pod) for pod in data.get("items") or []],
-            )
-        status, content = self._request(
-            "list", "GET", path, query=query, ok_statuses=(410,), raw=True, accept=_PROTOBUF
-        )
+            try:
+                return protowire.decode_pod_list(content)
+            except protowire.ProtoError as err:
+                logger.warning("reading %s again as JSON: protobuf unreadable (%s)", path, err)
+        status, data = self._request("list", "GET", path, query=query, ok_statuses=(410,))
         if status == 410:
             return None
-        try:
-            return protowire.decode_pod_list(content)
-        except protowire.ProtoError as err:
-            raise ApiError("list", status, f"undecodable pod list: {err}") from None
+        meta = data.get("metadata") or {}
+        return (
+            {key: str(meta[key]) for key in ("resourceVersion", "continue") if meta.get(key)},
+            [slim_pod(pod) for pod in data.get("items") or []],
+        )
 
     def get_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
         path = f"/api/v1/namespaces/{namespace}/pods/{name}"
-        if not self._config.pod_protobuf:
-            status, data = self._request("get", "GET", path, ok_statuses=(404,))
-            return None if status == 404 else slim_pod(data)
-        status, content = self._request(
-            "get", "GET", path, ok_statuses=(404,), raw=True, accept=_PROTOBUF
-        )
-        if status == 404:
-            return None
-        try:
-            kind, raw = protowire.unwrap(content)
-            if kind != "Pod":
-                raise protowire.ProtoError(f"a {kind or 'nameless'} object, not a Pod")
-            return decode_pod(raw)
-        except protowire.ProtoError as err:
-            raise ApiError("get", status, f"undecodable pod {name}: {err}") from None
+        if self._config.pod_protobuf:
+            status, content = self._request(
+                "get", "GET", path, ok_statuses=(404,), raw=True, accept=_PROTOBUF
+            )
+            if status == 404:
+                return None
+            try:
+                kind, raw = protowire.unwrap(content)
+                if kind != "Pod":
+                    raise protowire.ProtoError(f"a {kind or 'nameless'} object, not a Pod")
+                return decode_pod(raw)
+            except protowire.ProtoError as err:
+                logger.warning("reading %s again as JSON: protobuf unreadable (%s)", path, err)
+        status, data = self._request("get", "GET", path, ok_statuses=(404,))
+        return None if status == 404 else slim_pod(data)
 
     def get_config_map(self, namespace: str, name: str) -> dict[str, Any] | None:
         status, data = self._request(
@@ -784,6 +786,12 @@ class Kube:
                         self._pod_event(namespace, event, on_event)
             finally:
                 response.response.release_conn()
+        except protowire.ProtoError as err:
+            # NB: a pod event the reader cannot read (a pod a hostile client wrote): passes
+            # LIST (in JSON where protobuf fails) until the reopened watch has listed again
+            logger.warning("pod watch in %s: protobuf unreadable (%s); reopening", namespace, err)
+            self.pods.unsync(namespace)
+            raise
         except BaseException:
             self.pods.unsync(namespace)
             raise

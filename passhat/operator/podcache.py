@@ -21,7 +21,7 @@ missing pod from the list alone. What the cache adds for that:
   with a pod.
 - Events are applied before they wake a pass, so a pass woken by an event sees it.
 
-Pods are stored slimmed (`kube.slim_pod`), as the LIST kept them.
+Pods are stored slimmed (`slimpod.py`), as the LIST kept them.
 """
 
 from __future__ import annotations

@@ -30,7 +30,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from passhat.operator.slimpod import ProtoError, decode_pod
+from passhat.operator.slimpod import GO_REPLACE, ProtoError, decode_pod
 
 __all__ = [
     "MEDIA_TYPE",
@@ -75,7 +75,7 @@ def _status(raw: bytes) -> dict[str, Any]:
     for number, value in _fields(raw):
         if number in (2, 3, 4) and isinstance(value, bytes):
             status[{2: "status", 3: "message", 4: "reason"}[number]] = value.decode(
-                errors="replace"
+                errors=GO_REPLACE
             )
         elif number == 5 and isinstance(value, bytes):
             status["details"] = _details(value)
@@ -123,7 +123,7 @@ def watch_events(read: Callable[[int], bytes]) -> Iterator[tuple[str, dict[str, 
         kind, obj = "", b""
         for number, value in _fields(frame):
             if number == 1 and isinstance(value, bytes):
-                kind = value.decode(errors="replace")
+                kind = value.decode(errors=GO_REPLACE)
             elif number == 2 and isinstance(value, bytes):
                 obj = next((v for n, v in _fields(value) if n == 1 and isinstance(v, bytes)), b"")
         what, raw = unwrap(obj)
@@ -156,7 +156,7 @@ def _details(data: bytes) -> dict[str, Any]:
     names = {1: "name", 2: "group", 3: "kind", 6: "uid"}
     for number, value in _fields(data):
         if number in names and isinstance(value, bytes):
-            details[names[number]] = value.decode(errors="replace")
+            details[names[number]] = value.decode(errors=GO_REPLACE)
         elif number == 4 and isinstance(value, bytes):
             cause = {
                 {1: "reason", 2: "message", 3: "field"}[n]: text
@@ -170,7 +170,7 @@ def _details(data: bytes) -> dict[str, Any]:
 
 
 def _strings(data: bytes) -> dict[int, str]:
-    return {n: v.decode(errors="replace") for n, v in _fields(data) if isinstance(v, bytes)}
+    return {n: v.decode(errors=GO_REPLACE) for n, v in _fields(data) if isinstance(v, bytes)}
 
 
 def _int32(value: int) -> int:

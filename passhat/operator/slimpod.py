@@ -30,6 +30,7 @@ encoded both ways (`tests/fixtures/wire/pods.json`, `hack/cluster/capture-wire.p
 
 from __future__ import annotations
 
+import codecs
 import dataclasses
 import functools
 import time
@@ -38,7 +39,7 @@ from typing import Any
 
 from passhat.operator.ownership import ANNOTATION_CREATED_BY
 
-__all__ = ["SLIM_POD", "Field", "ProtoError", "decode_pod", "slim_pod"]
+__all__ = ["GO_REPLACE", "SLIM_POD", "Field", "ProtoError", "decode_pod", "slim_pod"]
 
 # What a field holds, in JSON terms.
 STR = "str"  # a string; "" left out
@@ -56,6 +57,20 @@ _VARINT, _FIXED64, _BYTES, _FIXED32 = 0, 1, 2, 5
 
 class ProtoError(ValueError):
     """Not a protobuf message as the API server writes them."""
+
+
+# Bytes that are not UTF-8 become U+FFFD one byte at a time, as Go's encoding/json writes
+# them in the API server's JSON (Python's "replace" makes one of a whole broken sequence).
+GO_REPLACE = "passhat-go-replace"
+
+
+def _go_replace(err: UnicodeError) -> tuple[str, int]:
+    if not isinstance(err, UnicodeDecodeError):
+        raise err
+    return "\ufffd", err.start + 1
+
+
+codecs.register_error(GO_REPLACE, _go_replace)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -213,7 +228,12 @@ def _json_value(field: Field, item: Any) -> Any:
 def decode_pod(data: bytes) -> dict[str, Any]:
     """The `SLIM_POD` fields of a `v1.Pod` message (the object's bytes, without the
     API server's `k8s\\x00` envelope: `protowire.unwrap`), as `slim_pod` keeps them."""
-    slim = _message(data, 0, len(data), _POD_BY_NUMBER)
+    try:
+        slim = _message(data, 0, len(data), _POD_BY_NUMBER)
+    except ProtoError:
+        raise
+    except (ValueError, IndexError, OverflowError) as err:  # NB: a malformed message
+        raise ProtoError(f"an unreadable pod: {err}") from None
     for key in ("metadata", "spec", "status"):
         slim.setdefault(key, {})
     return slim
@@ -265,22 +285,23 @@ def _bytes_field(out: dict[str, Any], field: Field, data: bytes, pos: int, stop:
     kind = field.kind
     if kind == STR:
         if stop > pos:
-            out[field.name] = data[pos:stop].decode(errors="replace")
+            out[field.name] = data[pos:stop].decode(errors=GO_REPLACE)
     elif kind == MSG:
         out[field.name] = _message(data, pos, stop, field.by_number)
     elif kind == MSGS:
         out.setdefault(field.name, []).append(_message(data, pos, stop, field.by_number))
     elif kind == TIME:
         seconds = _message(data, pos, stop, _TIMESTAMP).get("seconds")
-        if seconds is not None:
-            out[field.name] = _rfc3339(seconds)
+        stamp = _rfc3339(seconds) if seconds is not None else None
+        if stamp is not None:
+            out[field.name] = stamp
     elif kind == MAP:
         entry = _message(data, pos, stop, _MAP_ENTRY)
         name = entry.get("key", "")
         if field.keys is None or name in field.keys:
             out.setdefault(field.name, {})[name] = entry.get("value", "")
     elif kind == STRS:
-        out.setdefault(field.name, []).append(data[pos:stop].decode(errors="replace"))
+        out.setdefault(field.name, []).append(data[pos:stop].decode(errors=GO_REPLACE))
 
 
 _POD_BY_NUMBER = {item.number: item for item in SLIM_POD}
@@ -291,8 +312,13 @@ _MAP_ENTRY = {1: Field("key", 1, STR), 2: Field("value", 2, STR)}
 
 
 @functools.lru_cache(maxsize=4096)
-def _rfc3339(seconds: int) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(seconds))
+def _rfc3339(seconds: int) -> str | None:
+    """RFC 3339 of a time, None outside years 1-9999 (which JSON cannot show either)."""
+    try:
+        stamp = time.gmtime(seconds)
+    except (OverflowError, OSError, ValueError):
+        return None
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", stamp) if 1 <= stamp.tm_year <= 9999 else None
 
 
 def _varint_rest(data: bytes, pos: int, first: int) -> tuple[int, int]:

@@ -13,6 +13,7 @@ import pytest
 from kubernetes import client
 
 from passhat.api.spec import Grading
+from passhat.operator import gradercheck
 from passhat.operator.archive import RecordedAttempt, build_record
 from passhat.operator.config import OperatorConfig
 from passhat.operator.kube import Kube, slim_pod
@@ -59,6 +60,8 @@ def test_slim_pod_classifies_like_the_whole_pod(name: str, age_s: float, timeout
     assert _duration(slim) == _duration(pod)
     assert waiting_for_admission(slim) == waiting_for_admission(pod) == (name == "kueue_gated.json")
     assert _ended(slim) == _ended(pod)
+    assert gradercheck._ended(slim) == gradercheck._ended(pod)
+    assert gradercheck._exit_code(slim) == gradercheck._exit_code(pod)
     assert PodSigner(b"k").owner_uid(slim) == PodSigner(b"k").owner_uid(pod)
     attempt = RecordedAttempt("t", PodKey(0, 1, 0), Verdict(Outcome.FAIL, "r"), final=True)
     main = pod["spec"]["containers"][0]["name"]

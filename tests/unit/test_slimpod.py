@@ -119,6 +119,46 @@ def test_bytes_that_are_not_utf8_read_as_replacement_characters() -> None:
     )
     pod = decode_pod(field_bytes(1, meta))
     assert pod["metadata"]["name"] == "p\ufffd"
+    # NB: one U+FFFD per byte, as Go's encoding/json writes them (Python's "replace": one)
+    broken = decode_pod(field_bytes(1, field_bytes(1, b"\xe2\x82A")))
+    assert broken["metadata"]["name"] == "\ufffd\ufffdA"
+
+
+@pytest.mark.parametrize("seconds", [2**62, -(2**62), 253402300800])
+def test_a_time_out_of_range_is_left_out(seconds: int) -> None:
+    """A status time a hostile writer set beyond year 9999 (JSON cannot show it either)."""
+    running = field_bytes(2, field_bytes(1, field_varint(1, seconds)))
+    status = field_bytes(8, field_bytes(1, "trial") + field_bytes(2, running))
+    pod = decode_pod(field_bytes(3, status))
+    assert pod["status"]["containerStatuses"] == [{"name": "trial", "state": {"running": {}}}]
+
+
+class FallbackKube(Kube):
+    """`Kube` whose API server sends pods in protobuf the reader cannot read, and in
+    JSON as asked."""
+
+    def __init__(self, pod: dict[str, Any]) -> None:
+        super().__init__(client.Configuration(), OperatorConfig())
+        self.pod = pod
+        self.asked: list[str] = []
+
+    def _request(self, verb: str, method: str, path: str, **kwargs: Any) -> tuple[int, Any]:
+        self.asked.append("protobuf" if kwargs.get("raw") else "json")
+        if kwargs.get("raw"):
+            return 200, protowire.PREFIX + b"\xff\xff"
+        return 200, {"items": [self.pod], "metadata": {}} if verb == "list" else self.pod
+
+
+def test_a_page_or_pod_protobuf_cannot_read_is_read_again_as_json() -> None:
+    """One unreadable pod stops neither its namespace's passes nor the sweeps."""
+    pod = WIRE["pods"][CAPTURED[0]]["json"]
+    kube = FallbackKube(pod)
+    try:
+        assert kube.list_held_pods("ns") == [slim_pod(pod)]
+        assert kube.get_pod("ns", "p") == slim_pod(pod)
+    finally:
+        kube.close()
+    assert kube.asked == ["protobuf", "json"] * 2
 
 
 def test_a_truncated_pod_raises() -> None:
