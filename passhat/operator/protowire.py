@@ -30,7 +30,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from passhat.operator.slimpod import GO_REPLACE, ProtoError, decode_pod
+from passhat.operator.slimpod import GO_REPLACE, ProtoError, decode_pod, varint_rest
 
 __all__ = [
     "MEDIA_TYPE",
@@ -204,13 +204,7 @@ def _fields(data: bytes) -> Iterator[tuple[int, int | bytes]]:
 
 
 def _varint(data: bytes, pos: int) -> tuple[int, int]:
-    value = shift = 0
-    while True:
-        if pos >= len(data) or shift > 63:
-            raise ProtoError("a varint runs past the message's end")
-        byte = data[pos]
-        pos += 1
-        value |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return value, pos
-        shift += 7
+    if pos >= len(data):
+        raise ProtoError("a varint runs past the message's end")
+    first = data[pos]
+    return (first, pos + 1) if first < 0x80 else varint_rest(data, pos + 1, first)

@@ -39,7 +39,7 @@ from typing import Any
 
 from passhat.operator.ownership import ANNOTATION_CREATED_BY
 
-__all__ = ["GO_REPLACE", "SLIM_POD", "Field", "ProtoError", "decode_pod", "slim_pod"]
+__all__ = ["GO_REPLACE", "SLIM_POD", "Field", "ProtoError", "decode_pod", "slim_pod", "varint_rest"]
 
 # What a field holds, in JSON terms.
 STR = "str"  # a string; "" left out
@@ -246,14 +246,14 @@ def _message(data: bytes, pos: int, end: int, fields: dict[int, Field]) -> dict[
         key = data[pos]
         pos += 1
         if key & 0x80:
-            key, pos = _varint_rest(data, pos, key)
+            key, pos = varint_rest(data, pos, key)
         wire = key & 7
         field = fields.get(key >> 3)
         if wire == _BYTES:
             size = data[pos] if pos < end else 0x80
             pos += 1
             if size & 0x80:
-                size, pos = _varint_rest(data, pos, size)
+                size, pos = varint_rest(data, pos, size)
             stop = pos + size
             if stop > end:
                 raise ProtoError("a field runs past its message's end")
@@ -264,7 +264,7 @@ def _message(data: bytes, pos: int, end: int, fields: dict[int, Field]) -> dict[
             value = data[pos] if pos < end else 0x80
             pos += 1
             if value & 0x80:
-                value, pos = _varint_rest(data, pos, value)
+                value, pos = varint_rest(data, pos, value)
             if field is not None:
                 if field.kind == BOOL:
                     out[field.name] = bool(value)
@@ -321,7 +321,7 @@ def _rfc3339(seconds: int) -> str | None:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", stamp) if 1 <= stamp.tm_year <= 9999 else None
 
 
-def _varint_rest(data: bytes, pos: int, first: int) -> tuple[int, int]:
+def varint_rest(data: bytes, pos: int, first: int) -> tuple[int, int]:
     """A varint whose first byte `first` (continuation bit set) was read before `pos`."""
     value, shift = first & 0x7F, 7
     while True:

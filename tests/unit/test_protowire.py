@@ -10,53 +10,28 @@ from kubernetes import client
 from passhat.operator import protowire
 from passhat.operator.kube import ApiError, Kube
 from passhat.operator.pods import FINALIZER
+from tests.unit.protobuf_pods import envelope, field_bytes, field_varint
 
-
-def _key(number: int, wire: int) -> bytes:
-    return _varint(number << 3 | wire)
-
-
-def _varint(value: int) -> bytes:
-    value &= (1 << 64) - 1  # NB: protobuf writes a negative int32 as 10 bytes
-    out = bytearray()
-    while True:
-        byte = value & 0x7F
-        value >>= 7
-        out.append(byte | (0x80 if value else 0))
-        if not value:
-            return bytes(out)
-
-
-def _bytes(number: int, data: bytes | str) -> bytes:
-    raw = data.encode() if isinstance(data, str) else data
-    return _key(number, 2) + _varint(len(raw)) + raw
-
-
-def _int(number: int, value: int) -> bytes:
-    return _key(number, 0) + _varint(value)
-
-
-def envelope(kind: str, raw: bytes) -> bytes:
-    """What the API server writes: the prefix, then runtime.Unknown{typeMeta, raw}."""
-    type_meta = _bytes(1, "v1") + _bytes(2, kind)
-    unknown = _bytes(1, type_meta) + _bytes(2, raw) + _bytes(3, "") + _bytes(4, "")
-    return protowire.PREFIX + unknown
+CAUSE_KEYS = ("reason", "message", "field")
 
 
 def status_bytes(*, code: int, message: str, reason: str, causes: list[dict[str, str]]) -> bytes:
-    details = _bytes(1, "trial-0") + _bytes(3, "pods")
+    details = field_bytes(1, "trial-0") + field_bytes(3, "pods")
     for cause in causes:
-        details += _bytes(
-            4, _bytes(1, cause["reason"]) + _bytes(2, cause["message"]) + _bytes(3, cause["field"])
+        details += field_bytes(
+            4,
+            field_bytes(1, cause["reason"])
+            + field_bytes(2, cause["message"])
+            + field_bytes(3, cause["field"]),
         )
-    details += _int(5, 0)
+    details += field_varint(5, 0)
     raw = (
-        _bytes(1, b"")  # NB: ListMeta, empty
-        + _bytes(2, "Failure")
-        + _bytes(3, message)
-        + _bytes(4, reason)
-        + _bytes(5, details)
-        + _int(6, code)
+        field_bytes(1, b"")  # NB: ListMeta, empty
+        + field_bytes(2, "Failure")
+        + field_bytes(3, message)
+        + field_bytes(4, reason)
+        + field_bytes(5, details)
+        + field_varint(6, code)
     )
     return envelope("Status", raw)
 
@@ -85,7 +60,7 @@ def test_a_status_decodes_as_its_json() -> None:
 
 
 def test_a_negative_int32_reads_negative() -> None:
-    raw = _int(6, -1)
+    raw = field_varint(6, -1)
     assert protowire.decode_status(envelope("Status", raw))["code"] == -1
 
 
