@@ -786,13 +786,14 @@ class Kube:
                         self._pod_event(namespace, event, on_event)
             finally:
                 response.response.release_conn()
-        except protowire.ProtoError as err:
-            # NB: a pod event the reader cannot read (a pod a hostile client wrote): passes
-            # LIST (in JSON where protobuf fails) until the reopened watch has listed again
-            logger.warning("pod watch in %s: protobuf unreadable (%s); reopening", namespace, err)
-            self.pods.unsync(namespace)
-            raise
-        except BaseException:
+        except BaseException as err:
+            if isinstance(err, protowire.ProtoError):
+                # NB: a pod event the reader cannot read (a pod a hostile client wrote):
+                # passes LIST (in JSON where protobuf fails) until the reopened watch has
+                # listed again
+                logger.warning(
+                    "pod watch in %s: protobuf unreadable (%s); reopening", namespace, err
+                )
             self.pods.unsync(namespace)
             raise
 

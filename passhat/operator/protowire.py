@@ -30,7 +30,16 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from passhat.operator.slimpod import GO_REPLACE, ProtoError, decode_pod, varint_rest
+from passhat.operator.slimpod import (
+    GO_REPLACE,
+    WIRE_BYTES,
+    WIRE_FIXED32,
+    WIRE_FIXED64,
+    WIRE_VARINT,
+    ProtoError,
+    decode_pod,
+    varint_rest,
+)
 
 __all__ = [
     "MEDIA_TYPE",
@@ -44,8 +53,6 @@ __all__ = [
 
 MEDIA_TYPE = "application/vnd.kubernetes.protobuf"
 PREFIX = b"k8s\x00"
-
-_VARINT, _FIXED64, _BYTES, _FIXED32 = 0, 1, 2, 5
 
 
 def unwrap(content: bytes) -> tuple[str, bytes]:
@@ -184,17 +191,17 @@ def _fields(data: bytes) -> Iterator[tuple[int, int | bytes]]:
     while pos < end:
         key, pos = _varint(data, pos)
         number, wire = key >> 3, key & 7
-        if wire == _VARINT:
+        if wire == WIRE_VARINT:
             value, pos = _varint(data, pos)
             yield number, value
-        elif wire == _BYTES:
+        elif wire == WIRE_BYTES:
             size, pos = _varint(data, pos)
             if pos + size > end:
                 raise ProtoError("a field runs past the message's end")
             yield number, data[pos : pos + size]
             pos += size
-        elif wire in (_FIXED64, _FIXED32):
-            width = 8 if wire == _FIXED64 else 4
+        elif wire in (WIRE_FIXED64, WIRE_FIXED32):
+            width = 8 if wire == WIRE_FIXED64 else 4
             if pos + width > end:
                 raise ProtoError("a field runs past the message's end")
             yield number, int.from_bytes(data[pos : pos + width], "little")

@@ -52,7 +52,8 @@ STRS = "strs"  # repeated string
 MSG = "msg"  # a message (its own table)
 MSGS = "msgs"  # repeated message
 
-_VARINT, _FIXED64, _BYTES, _FIXED32 = 0, 1, 2, 5
+# Protobuf wire types (protowire.py reads the same wire)
+WIRE_VARINT, WIRE_FIXED64, WIRE_BYTES, WIRE_FIXED32 = 0, 1, 2, 5
 
 
 class ProtoError(ValueError):
@@ -249,7 +250,7 @@ def _message(data: bytes, pos: int, end: int, fields: dict[int, Field]) -> dict[
             key, pos = varint_rest(data, pos, key)
         wire = key & 7
         field = fields.get(key >> 3)
-        if wire == _BYTES:
+        if wire == WIRE_BYTES:
             size = data[pos] if pos < end else 0x80
             pos += 1
             if size & 0x80:
@@ -260,7 +261,7 @@ def _message(data: bytes, pos: int, end: int, fields: dict[int, Field]) -> dict[
             if field is not None:
                 _bytes_field(out, field, data, pos, stop)
             pos = stop
-        elif wire == _VARINT:
+        elif wire == WIRE_VARINT:
             value = data[pos] if pos < end else 0x80
             pos += 1
             if value & 0x80:
@@ -270,9 +271,9 @@ def _message(data: bytes, pos: int, end: int, fields: dict[int, Field]) -> dict[
                     out[field.name] = bool(value)
                 elif field.kind == INT or (field.kind == INT_NONZERO and value):
                     out[field.name] = value - (1 << 64) if value >= 1 << 63 else value
-        elif wire == _FIXED64:
+        elif wire == WIRE_FIXED64:
             pos += 8
-        elif wire == _FIXED32:
+        elif wire == WIRE_FIXED32:
             pos += 4
         else:
             raise ProtoError(f"wire type {wire} of field {key >> 3}")
