@@ -106,11 +106,13 @@ _OWNER_REFERENCE = _table(
 # The loop (`pod_key`: labels; the deleted-pod grace: deletionTimestamp), the classifier
 # (creationTimestamp, deletionTimestamp, deletionGracePeriodSeconds), the release (name,
 # uid for the preconditions, finalizers for the guarded patch) and the ownership check
-# (ownerReferences, and of the annotations only the creation mark).
+# (ownerReferences, and of the annotations only the creation mark); the pass's check that a
+# running pod has not changed since the last pass (uid and resourceVersion).
 _OBJECT_META = _table(
     Field("name", 1, STR),
     Field("namespace", 3, STR),
     Field("uid", 5, STR),
+    Field("resourceVersion", 6, STR),
     Field("labels", 11, MAP),
     Field("annotations", 12, MAP, keys=frozenset({ANNOTATION_CREATED_BY})),
     Field("finalizers", 14, STRS),

@@ -426,6 +426,48 @@ def test_image_errors_on_every_first_attempt_stop_the_eval() -> None:
     assert harness.api.pods == {}
 
 
+def test_a_running_pod_is_classified_again_only_once_it_changed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A pass skips classifying a running pod it saw unchanged (uid and resourceVersion)
+    in the last pass; a pod waiting on an image error is classified on every pass (its
+    grace period runs on the clock, not on the pod), and so turns into an infra error
+    without ever changing."""
+    import passhat.operator.loop as loop_module
+    from passhat.trials.classify_pod import pod_facts as real
+
+    classified: list[str] = []
+
+    def counting(pod: Any, **kwargs: Any) -> Any:
+        classified.append(pod["metadata"]["name"])
+        return real(pod, **kwargs)
+
+    monkeypatch.setattr(loop_module, "pod_facts", counting)
+    harness = Harness(12, body=spec(tasks=[{"id": "a"}, {"id": "b"}], trials=1, ks=[1]))
+    harness.loop.run_pass()
+    running, stuck = sorted(harness.api.pods)
+    for name in (running, stuck):
+        harness.api.pods[name]["status"] = {"phase": "Running", "startTime": "2023-11-14T22:13:20Z"}
+    harness.api.pods[stuck]["status"]["containerStatuses"] = [
+        {"name": "agent", "state": {"waiting": {"reason": "ErrImagePull", "message": "no x"}}}
+    ]
+    for _ in range(3):
+        harness.loop.run_pass()
+    assert classified.count(running) == 1
+    assert classified.count(stuck) == 3
+    assert harness.api.pods[stuck]["status"]["phase"] == "Running"  # NB: unchanged throughout
+
+    harness.clock.now += 10  # NB: past image_error_grace_s (5 s) since the pod started
+    harness.loop.run_pass()
+    ledger = SlotLedger.unpack(harness.status["ledger"])
+    assert ledger.attempts(1, 0) == 1  # NB: the image error, recorded without a change
+    assert ledger.attempts(0, 0) == 0
+    harness.finish(running, 0)  # NB: changes the pod, hence its resourceVersion
+    harness.loop.run_pass()
+    assert classified.count(running) == 2
+    assert SlotLedger.unpack(harness.status["ledger"]).state(0, 0) is SlotState.PASS
+
+
 def test_status_patch_deletes_keys_at_any_depth() -> None:
     """The merge patch nulls keys the new status lacks, also inside nested objects."""
     from passhat.operator.loop import _status_patch
