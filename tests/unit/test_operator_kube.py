@@ -16,7 +16,7 @@ from passhat.api.spec import Grading
 from passhat.operator import gradercheck
 from passhat.operator.archive import RecordedAttempt, build_record
 from passhat.operator.config import OperatorConfig
-from passhat.operator.kube import Kube, slim_pod
+from passhat.operator.kube import ApiError, Kube, _CredentialHook, slim_pod
 from passhat.operator.loop import _duration, _ended
 from passhat.operator.ownership import PodSigner
 from passhat.operator.pods import (
@@ -71,7 +71,8 @@ def test_slim_pod_classifies_like_the_whole_pod(name: str, age_s: float, timeout
 
 
 def test_slim_pod_keeps_only_what_is_read() -> None:
-    """Metadata the loop reads, container names, the grace period, the node, the status."""
+    """Metadata the loop reads (the resourceVersion: has a running pod changed?), container
+    names, the grace period, the node, the status."""
     pod = fixture("kwok_exit0.json")
     slim = slim_pod(pod)
     assert set(slim) == {"metadata", "spec", "status"}
@@ -79,6 +80,7 @@ def test_slim_pod_keeps_only_what_is_read() -> None:
         "name",
         "namespace",
         "uid",
+        "resourceVersion",
         "labels",
         "finalizers",
         "creationTimestamp",
@@ -508,3 +510,69 @@ def test_a_kept_grader_pod_lets_its_transcript_go_in_the_same_patch() -> None:
     empty = {"annotations": {ANNOTATION_TRANSCRIPT: ""}}
     assert kube.requests == [("PATCH", POD_PATH, finalizer_out(**RECORDED, **empty))]
     kube.close()
+
+
+class _Answer:
+    """What `ApiClient.call_api` returns: a status and a body to read once."""
+
+    def __init__(self, status: int, content: bytes) -> None:
+        self.status, self._content = status, content
+        self.response = self
+
+    def read(self) -> bytes:
+        return self._content
+
+    def release_conn(self) -> None:
+        pass
+
+
+def test_the_credential_hook_runs_at_most_every_10_s() -> None:
+    """The client's credential hook (it copies host, CA and token into the configuration)
+    runs on the first request and then at most every CREDENTIAL_REFRESH_S, not on each."""
+    now = [100.0]
+    calls: list[float] = []
+    hook = _CredentialHook(lambda cfg: calls.append(now[0]), 10.0, clock=lambda: now[0])
+    for at in (100.0, 101.0, 109.5, 110.0, 115.0):
+        now[0] = at
+        hook(None)
+    assert calls == [100.0, 110.0]
+    hook.expire()
+    hook(None)
+    assert calls == [100.0, 110.0, 115.0]
+
+
+def test_a_401_reloads_the_credentials_and_retries_once() -> None:
+    """The real client path: the hook runs once for many requests; a 401 runs it again at
+    once and the request is sent again with what it loaded; a second 401 is an error."""
+    configuration = client.Configuration()
+    configuration.host = "https://apiserver.invalid"
+    configuration.api_key["BearerToken"] = "Bearer from-the-file"  # NB: as the loaders set it
+    loaded: list[str] = []
+
+    def hook(cfg: Any) -> None:
+        loaded.append(f"token-{len(loaded)}")
+        cfg.api_key["BearerToken"] = f"Bearer {loaded[-1]}"
+
+    configuration.refresh_api_key_hook = hook  # type: ignore[assignment]
+    kube = Kube(configuration)
+    answers = [(200, b"{}")] * 3 + [(401, b'{"message":"Unauthorized"}'), (200, b"{}")]
+    answers += [(401, b'{"message":"Unauthorized"}')] * 2
+    sent: list[str] = []
+
+    def call_api(method: str, url: str, header_params: dict[str, str], **_: Any) -> _Answer:
+        sent.append(header_params.get("authorization", ""))
+        return _Answer(*answers.pop(0))
+
+    kube._client.call_api = call_api  # type: ignore[method-assign,assignment]
+    try:
+        for _ in range(3):
+            assert kube.get_config_map("ns", "cm") == {}
+        assert loaded == ["token-0"]
+        assert kube.get_config_map("ns", "cm") == {}  # NB: 401, reloaded, 200
+        assert loaded == ["token-0", "token-1"]
+        assert sent == ["Bearer token-0"] * 4 + ["Bearer token-1"]
+        with pytest.raises(ApiError) as refused:
+            kube.get_config_map("ns", "cm")
+        assert refused.value.status == 401
+    finally:
+        kube.close()
