@@ -664,12 +664,20 @@ _LABEL = re.compile(r'(\w+)="([^"]*)"')
 
 def request_counts(kube: Kube) -> Counter[str]:
     """The API server's requests so far by verb and resource (`apiserver_request_total`),
-    as "VERB resource[/subresource]": a side's window is the difference of two of them.
+    as "VERB resource[/subresource]", and its requests to etcd (`etcd_request_duration_
+    seconds_count`) as "etcd operation resource": a side's window is the difference of two.
     Every client's requests are in it (the benchmark's own polls too), so it is read
     beside the audit log's per-user writes, not instead of them."""
     out: Counter[str] = Counter()
     with contextlib.suppress(BenchError, urllib3.exceptions.HTTPError, OSError):
         for line in kube.text("/metrics").splitlines():
+            if line.startswith("etcd_request_duration_seconds_count{"):
+                # NB: what the API server asked etcd for ("etcd get pods"): its own reads
+                # (an update whose cached object was stale reads it again) show here only
+                key, _, value = line.rpartition(" ")
+                labels = dict(_LABEL.findall(key))
+                out[f"etcd {labels.get('operation')} {labels.get('resource')}"] += int(float(value))
+                continue
             if not line.startswith("apiserver_request_total{"):
                 continue
             key, _, value = line.rpartition(" ")

@@ -104,3 +104,26 @@ def test_s3_put_smoke_times_both_clients(cluster: Any, s3_server: Any) -> None:
         Bucket=s3_server.bucket, Prefix="passhat-bench/s3put-"
     )
     assert not left.get("Contents"), "the benchmark left objects behind"
+
+
+def test_write_cost_smoke_prices_every_variant(cluster: Any) -> None:
+    """`bench/write_cost.py --smoke` creates and patches its pods and prints the CPU per
+    write of every variant, for the API server and the pod watchers."""
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "bench" / "write_cost.py"), "--smoke"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, f"stdout:\n{proc.stdout[-3000:]}\nstderr:\n{proc.stderr[-5000:]}"
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    variants = {"create/job", "create/operator"} | {
+        f"patch/{name}" for name in ("job", "operator", "uid", "label")
+    }
+    assert set(result["cpu_us_per_write"]) == variants
+    for costs in result["cpu_us_per_write"].values():
+        assert set(costs) == {"kube-apiserver", "etcd", "kube-scheduler", "kwok"} | {
+            "kube-controller-manager"
+        }
+        assert all(value >= 0 for value in costs.values())
