@@ -304,6 +304,12 @@ class _CredentialHook:
         if now >= self._next:
             self._next = now + self.every_s
             self.hook(configuration)
+            # NB: both loaders' hooks install themselves again (a new closure) each time
+            # they run: keep the new one behind this throttle
+            current = getattr(configuration, "refresh_api_key_hook", None)
+            if current is not self and current is not None:
+                self.hook = current
+                configuration.refresh_api_key_hook = self
 
     def expire(self) -> None:
         """Run the hook before the next request (the API server refused the token)."""

@@ -542,8 +542,10 @@ def test_the_credential_hook_runs_at_most_every_10_s() -> None:
 
 
 def test_a_401_reloads_the_credentials_and_retries_once() -> None:
-    """The real client path: the hook runs once for many requests; a 401 runs it again at
-    once and the request is sent again with what it loaded; a second 401 is an error."""
+    """The real client path: the hook runs once for many requests (also a hook that
+    installs itself again each time it runs, as the kubernetes client's loaders' do); a 401
+    runs it again at once and the request is sent again with what it loaded; a second 401
+    is an error."""
     configuration = client.Configuration()
     configuration.host = "https://apiserver.invalid"
     configuration.api_key["BearerToken"] = "Bearer from-the-file"  # NB: as the loaders set it
@@ -552,6 +554,8 @@ def test_a_401_reloads_the_credentials_and_retries_once() -> None:
     def hook(cfg: Any) -> None:
         loaded.append(f"token-{len(loaded)}")
         cfg.api_key["BearerToken"] = f"Bearer {loaded[-1]}"
+        # NB: as the kubeconfig and in-cluster loaders do, it installs itself again
+        cfg.refresh_api_key_hook = lambda again: hook(again)
 
     configuration.refresh_api_key_hook = hook  # type: ignore[assignment]
     kube = Kube(configuration)
@@ -574,5 +578,6 @@ def test_a_401_reloads_the_credentials_and_retries_once() -> None:
         with pytest.raises(ApiError) as refused:
             kube.get_config_map("ns", "cm")
         assert refused.value.status == 401
+        assert isinstance(configuration.refresh_api_key_hook, _CredentialHook)
     finally:
         kube.close()
