@@ -298,18 +298,25 @@ class _CredentialHook:
     ) -> None:
         self.hook, self.every_s, self._clock = hook, every_s, clock
         self._next = float("-inf")
+        self._lock = threading.Lock()
 
     def __call__(self, configuration: Any) -> None:
-        now = self._clock()
-        if now >= self._next:
-            self._next = now + self.every_s
-            self.hook(configuration)
-            # NB: both loaders' hooks install themselves again (a new closure) each time
-            # they run: keep the new one behind this throttle
-            current = getattr(configuration, "refresh_api_key_hook", None)
-            if current is not self and current is not None:
-                self.hook = current
-                configuration.refresh_api_key_hook = self
+        with self._lock:
+            now = self._clock()
+            if now >= self._next:
+                self._next = now + self.every_s
+                self.hook(configuration)
+                self.install(configuration)
+
+    def install(self, configuration: Any) -> None:
+        """Be the configuration's hook. Both loaders' hooks install themselves again (a new
+        closure) each time they run, and a thread may have run such a closure directly
+        (read from the configuration before this throttle put itself back): keep the
+        newest one behind this throttle (`Kube._request` calls this before each request)."""
+        current = getattr(configuration, "refresh_api_key_hook", None)
+        if current is not self and current is not None:
+            self.hook = current
+            configuration.refresh_api_key_hook = self
 
     def expire(self) -> None:
         """Run the hook before the next request (the API server refused the token)."""
@@ -397,7 +404,10 @@ class Kube:
             return status == 0 or (_retryable(status) and (retry_throttled or status != 429))
 
         attempts = self._config.request_retries + 1
-        for attempt in range(attempts):
+        attempt, reauthenticated = 0, False
+        while attempt < attempts:
+            if self._credentials is not None:
+                self._credentials.install(self._client.configuration)
             try:
                 status, data = self._once(
                     method, url_path, body, content_type, raw=raw, accept=accept
@@ -406,14 +416,18 @@ class Kube:
                 status, data = 0, {"message": f"{type(err).__name__}: {err}"}
             if 200 <= status < 300 or status in ok_statuses:
                 return status, data
-            if status == 401 and attempt == 0 and self._credentials is not None:
-                self._credentials.expire()  # NB: the token may have just expired: reload it
+            if status == 401 and not reauthenticated and self._credentials is not None:
+                # NB: the token may have just expired: reload it and send again, once per
+                # call and not as one of its retries (nothing ran: authentication is first)
+                reauthenticated = True
+                self._credentials.expire()
                 continue
             if not retried(status):
                 break
             metrics.observe_api_error(verb)
             if attempt + 1 < attempts:
                 time.sleep(min(0.2 * 2**attempt, 3.0) * (0.5 + random.random()))
+            attempt += 1
         message = data.get("message", "") if isinstance(data, dict) else str(data)[:200]
         if not retried(status):
             metrics.observe_api_error(verb)

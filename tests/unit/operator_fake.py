@@ -202,7 +202,7 @@ class FakeApi:
     def get_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
         self._call()
         pod = self.pods.get(name)
-        return copy.deepcopy(pod) if pod is not None else None
+        return self._versioned(pod) if pod is not None else None
 
     def get_config_map(self, namespace: str, name: str) -> dict[str, Any] | None:
         self._call()

@@ -581,3 +581,36 @@ def test_a_401_reloads_the_credentials_and_retries_once() -> None:
         assert isinstance(configuration.refresh_api_key_hook, _CredentialHook)
     finally:
         kube.close()
+
+
+def test_a_401_is_retried_once_also_without_retries() -> None:
+    """The re-authentication is not one of the call's retries: a client with
+    request_retries=0 (the leader lease's) still sends a request refused with 401 once
+    more, with the reloaded token; a throttle some thread bypassed is installed again."""
+    configuration = client.Configuration()
+    configuration.host = "https://apiserver.invalid"
+    configuration.api_key["BearerToken"] = "Bearer from-the-file"
+    loaded: list[str] = []
+
+    def hook(cfg: Any) -> None:
+        loaded.append(f"token-{len(loaded)}")
+        cfg.api_key["BearerToken"] = f"Bearer {loaded[-1]}"
+        cfg.refresh_api_key_hook = lambda again: hook(again)
+
+    configuration.refresh_api_key_hook = hook  # type: ignore[assignment]
+    kube = Kube(configuration, OperatorConfig(request_retries=0))
+    answers = [(401, b'{"message":"Unauthorized"}'), (200, b"{}")]
+    kube._client.call_api = lambda *a, **k: _Answer(*answers.pop(0))  # type: ignore[method-assign,assignment]
+    try:
+        assert kube.get_config_map("ns", "cm") == {}
+        assert loaded == ["token-0", "token-1"] and answers == []
+        # NB: as if a thread had run the loader's own closure, which put itself back
+        throttle: Any = configuration.refresh_api_key_hook
+        throttle(configuration)  # NB: within 10 s: nothing runs
+        configuration.refresh_api_key_hook = lambda cfg: hook(cfg)  # type: ignore[assignment]
+        answers.append((200, b"{}"))
+        assert kube.get_config_map("ns", "cm") == {}
+        assert isinstance(configuration.refresh_api_key_hook, _CredentialHook)
+        assert loaded == ["token-0", "token-1"]  # NB: throttled again
+    finally:
+        kube.close()
