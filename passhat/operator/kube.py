@@ -832,6 +832,8 @@ class Kube:
             )
             try:
                 if response.status != 200:
+                    if response.status == 401 and self._credentials is not None:
+                        self._credentials.expire()  # NB: the next watch reloads the token
                     raise ApiError("watch", int(response.status), "watch refused")
                 if protobuf:
                     body = response.response

@@ -614,3 +614,34 @@ def test_a_401_is_retried_once_also_without_retries() -> None:
         assert loaded == ["token-0", "token-1"]  # NB: throttled again
     finally:
         kube.close()
+
+
+def test_a_watch_refused_with_401_reloads_the_credentials_for_the_next() -> None:
+    """The pod watch is not retried in place (its caller reopens it): a 401 expires the
+    credential throttle, so the reopened watch runs the hook and sends the new token."""
+    configuration = client.Configuration()
+    configuration.host = "https://apiserver.invalid"
+    configuration.api_key["BearerToken"] = "Bearer from-the-file"
+    loaded: list[str] = []
+
+    def hook(cfg: Any) -> None:
+        loaded.append(f"token-{len(loaded)}")
+        cfg.api_key["BearerToken"] = f"Bearer {loaded[-1]}"
+
+    configuration.refresh_api_key_hook = hook  # type: ignore[assignment]
+    kube = Kube(configuration, OperatorConfig(pod_cache=False))
+    sent: list[str] = []
+
+    def call_api(method: str, url: str, header_params: dict[str, str], **_: Any) -> _Answer:
+        sent.append(header_params.get("authorization", ""))
+        return _Answer(401, b'{"message":"Unauthorized"}')
+
+    kube._client.call_api = call_api  # type: ignore[method-assign,assignment]
+    try:
+        for _ in range(2):
+            with pytest.raises(ApiError) as refused:
+                kube.watch_pods("ns", lambda kind, pod: None)
+            assert refused.value.status == 401
+        assert sent == ["Bearer token-0", "Bearer token-1"]
+    finally:
+        kube.close()
