@@ -1014,27 +1014,23 @@ class EvalLoop:
         if stamped and running.get(uid) == version:
             self._running[uid] = version
             return None
-        facts = pod_facts(
-            dict(pod),
-            grading=spec.grading,
-            timeout_is=spec.trial.timeout_is,
-            now=now,
-            image_error_grace_s=self.config.image_error_grace_s,
-        )
+        facts = self._facts(pod, spec, now)
         verdict = self._verdict(pod, facts, now)
         if verdict is None and stamped and not facts.deleting and facts.waiting is None:
             self._running[uid] = version
         return verdict
 
     def _classify(self, pod: Mapping[str, Any], spec: EvalSpec, now: float) -> Verdict | None:
-        facts = pod_facts(
+        return self._verdict(pod, self._facts(pod, spec, now), now)
+
+    def _facts(self, pod: Mapping[str, Any], spec: EvalSpec, now: float) -> PodFacts:
+        return pod_facts(
             dict(pod),
             grading=spec.grading,
             timeout_is=spec.trial.timeout_is,
             now=now,
             image_error_grace_s=self.config.image_error_grace_s,
         )
-        return self._verdict(pod, facts, now)
 
     def _verdict(self, pod: Mapping[str, Any], facts: PodFacts, now: float) -> Verdict | None:
         verdict = classify_facts(facts, POD_RULES)

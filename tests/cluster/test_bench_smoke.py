@@ -34,18 +34,24 @@ KEYS = {
 pytestmark = pytest.mark.cluster
 
 
-@pytest.mark.slow
-def test_throughput_smoke_completes_both_sides(cluster: Any) -> None:
-    """A smoke run completes the eval and the Indexed Job and ends with the result JSON."""
+def run_bench(script: str, *args: str, timeout: int) -> dict[str, Any]:
+    """Run `bench/<script> <args>`; its last stdout line, the result JSON (exit 0 asserted)."""
     proc = subprocess.run(
-        [sys.executable, str(REPO / "bench" / "throughput.py"), "--smoke"],
+        [sys.executable, str(REPO / "bench" / script), *args],
         cwd=REPO,
         capture_output=True,
         text=True,
-        timeout=840,
+        timeout=timeout,
     )
     assert proc.returncode == 0, f"stdout:\n{proc.stdout[-3000:]}\nstderr:\n{proc.stderr[-5000:]}"
-    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    result: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
+    return result
+
+
+@pytest.mark.slow
+def test_throughput_smoke_completes_both_sides(cluster: Any) -> None:
+    """A smoke run completes the eval and the Indexed Job and ends with the result JSON."""
+    result = run_bench("throughput.py", "--smoke", timeout=840)
     assert not KEYS - result.keys(), f"missing keys: {sorted(KEYS - result.keys())}"
     assert (result["trials"], result["parallelism"]) == (20, 10)
     assert result["operator_seconds"] > 0 and result["job_seconds"] > 0
@@ -61,15 +67,7 @@ def test_throughput_archive_smoke_archives_every_attempt(cluster: Any, s3_server
     cluster's S3 server) on kwok pods that log 100 KiB each: every attempt's record and
     whole transcript are in the store (the benchmark counts them), and the prefix is gone
     afterwards."""
-    proc = subprocess.run(
-        [sys.executable, str(REPO / "bench" / "throughput.py"), "--smoke", "--archive"],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=840,
-    )
-    assert proc.returncode == 0, f"stdout:\n{proc.stdout[-3000:]}\nstderr:\n{proc.stderr[-5000:]}"
-    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    result = run_bench("throughput.py", "--smoke", "--archive", timeout=840)
     assert not KEYS - result.keys(), f"missing keys: {sorted(KEYS - result.keys())}"
     assert result["archive"] is True and result["transcript_kib"] == 100
     assert result["records_match_attempts"] is True
@@ -86,15 +84,7 @@ def test_throughput_archive_smoke_archives_every_attempt(cluster: Any, s3_server
 def test_s3_put_smoke_times_both_clients(cluster: Any, s3_server: Any) -> None:
     """`bench/s3_put.py --smoke` PUTs through boto3 and passhat's client against the
     cluster's S3 server, reports CPU and RSS for both, and deletes what it wrote."""
-    proc = subprocess.run(
-        [sys.executable, str(REPO / "bench" / "s3_put.py"), "--smoke"],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert proc.returncode == 0, f"stdout:\n{proc.stdout[-3000:]}\nstderr:\n{proc.stderr[-5000:]}"
-    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    result = run_bench("s3_put.py", "--smoke", timeout=300)
     assert set(result["clients"]) == {"boto3", "passhat"}
     for figures in result["clients"].values():
         assert figures["cpu_ms_per_attempt"] > 0 and figures["end_rss_mib"] > 0
@@ -109,15 +99,7 @@ def test_s3_put_smoke_times_both_clients(cluster: Any, s3_server: Any) -> None:
 def test_write_cost_smoke_prices_every_variant(cluster: Any) -> None:
     """`bench/write_cost.py --smoke` creates and patches its pods and prints the CPU per
     write of every variant, for the API server and the pod watchers."""
-    proc = subprocess.run(
-        [sys.executable, str(REPO / "bench" / "write_cost.py"), "--smoke"],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert proc.returncode == 0, f"stdout:\n{proc.stdout[-3000:]}\nstderr:\n{proc.stderr[-5000:]}"
-    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    result = run_bench("write_cost.py", "--smoke", timeout=300)
     variants = {"create/job", "create/operator"} | {
         f"patch/{name}" for name in ("job", "operator", "uid", "label")
     }

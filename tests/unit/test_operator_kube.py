@@ -541,11 +541,10 @@ def test_the_credential_hook_runs_at_most_every_10_s() -> None:
     assert calls == [100.0, 110.0, 115.0]
 
 
-def test_a_401_reloads_the_credentials_and_retries_once() -> None:
-    """The real client path: the hook runs once for many requests (also a hook that
-    installs itself again each time it runs, as the kubernetes client's loaders' do); a 401
-    runs it again at once and the request is sent again with what it loaded; a second 401
-    is an error."""
+def _reloading_configuration(*, reinstalls: bool = True) -> tuple[Any, list[str]]:
+    """A client configuration whose credential hook loads "token-0", "token-1", ... (the
+    list it returns) and, like the kubeconfig and in-cluster loaders' hooks, installs
+    itself again each time it runs (`reinstalls`)."""
     configuration = client.Configuration()
     configuration.host = "https://apiserver.invalid"
     configuration.api_key["BearerToken"] = "Bearer from-the-file"  # NB: as the loaders set it
@@ -554,10 +553,19 @@ def test_a_401_reloads_the_credentials_and_retries_once() -> None:
     def hook(cfg: Any) -> None:
         loaded.append(f"token-{len(loaded)}")
         cfg.api_key["BearerToken"] = f"Bearer {loaded[-1]}"
-        # NB: as the kubeconfig and in-cluster loaders do, it installs itself again
-        cfg.refresh_api_key_hook = lambda again: hook(again)
+        if reinstalls:
+            cfg.refresh_api_key_hook = lambda again: hook(again)
 
     configuration.refresh_api_key_hook = hook  # type: ignore[assignment]
+    return configuration, loaded
+
+
+def test_a_401_reloads_the_credentials_and_retries_once() -> None:
+    """The real client path: the hook runs once for many requests (also a hook that
+    installs itself again each time it runs, as the kubernetes client's loaders' do); a 401
+    runs it again at once and the request is sent again with what it loaded; a second 401
+    is an error."""
+    configuration, loaded = _reloading_configuration()
     kube = Kube(configuration)
     answers = [(200, b"{}")] * 3 + [(401, b'{"message":"Unauthorized"}'), (200, b"{}")]
     answers += [(401, b'{"message":"Unauthorized"}')] * 2
@@ -587,17 +595,7 @@ def test_a_401_is_retried_once_also_without_retries() -> None:
     """The re-authentication is not one of the call's retries: a client with
     request_retries=0 (the leader lease's) still sends a request refused with 401 once
     more, with the reloaded token; a throttle some thread bypassed is installed again."""
-    configuration = client.Configuration()
-    configuration.host = "https://apiserver.invalid"
-    configuration.api_key["BearerToken"] = "Bearer from-the-file"
-    loaded: list[str] = []
-
-    def hook(cfg: Any) -> None:
-        loaded.append(f"token-{len(loaded)}")
-        cfg.api_key["BearerToken"] = f"Bearer {loaded[-1]}"
-        cfg.refresh_api_key_hook = lambda again: hook(again)
-
-    configuration.refresh_api_key_hook = hook  # type: ignore[assignment]
+    configuration, loaded = _reloading_configuration()
     kube = Kube(configuration, OperatorConfig(request_retries=0))
     answers = [(401, b'{"message":"Unauthorized"}'), (200, b"{}")]
     kube._client.call_api = lambda *a, **k: _Answer(*answers.pop(0))  # type: ignore[method-assign,assignment]
@@ -607,7 +605,7 @@ def test_a_401_is_retried_once_also_without_retries() -> None:
         # NB: as if a thread had run the loader's own closure, which put itself back
         throttle: Any = configuration.refresh_api_key_hook
         throttle(configuration)  # NB: within 10 s: nothing runs
-        configuration.refresh_api_key_hook = lambda cfg: hook(cfg)  # type: ignore[assignment]
+        configuration.refresh_api_key_hook = throttle.hook  # NB: the loader's own closure
         answers.append((200, b"{}"))
         assert kube.get_config_map("ns", "cm") == {}
         assert isinstance(configuration.refresh_api_key_hook, _CredentialHook)
@@ -619,16 +617,7 @@ def test_a_401_is_retried_once_also_without_retries() -> None:
 def test_a_watch_refused_with_401_reloads_the_credentials_for_the_next() -> None:
     """The pod watch is not retried in place (its caller reopens it): a 401 expires the
     credential throttle, so the reopened watch runs the hook and sends the new token."""
-    configuration = client.Configuration()
-    configuration.host = "https://apiserver.invalid"
-    configuration.api_key["BearerToken"] = "Bearer from-the-file"
-    loaded: list[str] = []
-
-    def hook(cfg: Any) -> None:
-        loaded.append(f"token-{len(loaded)}")
-        cfg.api_key["BearerToken"] = f"Bearer {loaded[-1]}"
-
-    configuration.refresh_api_key_hook = hook  # type: ignore[assignment]
+    configuration, _ = _reloading_configuration(reinstalls=False)
     kube = Kube(configuration, OperatorConfig(pod_cache=False))
     sent: list[str] = []
 

@@ -468,6 +468,55 @@ def test_a_running_pod_is_classified_again_only_once_it_changed(
     assert SlotLedger.unpack(harness.status["ledger"]).state(0, 0) is SlotState.PASS
 
 
+def test_a_skipped_pod_has_no_verdict_at_any_time_or_spec() -> None:
+    """What makes skipping unchanged running pods safe (`EvalLoop._unended`): a pod the
+    classifier finds still running, not being deleted and with no container waiting on an
+    image or config error gets no verdict however late it is and whatever the spec's
+    grading, timeout_is or the grace periods; a future rule that runs on the clock or the
+    spec for such a pod must also be excluded from the skip."""
+    import json
+    from pathlib import Path
+
+    from passhat.api.spec import ExitCodes, Grading
+    from passhat.trials.classify_pod import POD_RULES, classify_facts, pod_facts
+
+    fixtures = Path(__file__).resolve().parents[1] / "fixtures" / "pods"
+    pods = [json.loads(path.read_text()) for path in sorted(fixtures.glob("*.json"))]
+    running = json.loads((fixtures / "running.json").read_text())
+    restarted = copy.deepcopy(running)
+    restarted["status"]["containerStatuses"][0]["lastState"] = {
+        "terminated": {"exitCode": 1, "reason": "Error"}
+    }
+    disrupted = copy.deepcopy(running)
+    disrupted["status"]["conditions"].append(
+        {"type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler"}
+    )
+    pending = copy.deepcopy(running)
+    pending["status"] = {"phase": "Pending"}
+    pods += [restarted, disrupted, pending]
+    gradings = [Grading(), Grading(exit_codes=ExitCodes(**{"pass": [1], "fail": [0, 2]}))]
+    now = 1_700_000_000.0
+    skipped = 0
+    for pod in pods:
+        facts = pod_facts(pod, grading=Grading(), timeout_is="infra_error", now=now)
+        if classify_facts(facts, POD_RULES) is not None or facts.deleting or facts.waiting:
+            continue
+        skipped += 1
+        for later in (now, now + 86_400.0, now + 1e9):
+            for grading in gradings:
+                for timeout_is in ("infra_error", "fail"):
+                    for grace in (0.0, 60.0, 1e9):
+                        again = pod_facts(
+                            pod,
+                            grading=grading,
+                            timeout_is=timeout_is,
+                            now=later,
+                            image_error_grace_s=grace,
+                        )
+                        assert classify_facts(again, POD_RULES) is None
+    assert skipped == 5, skipped  # NB: running.json, kueue_gated.json and the three above
+
+
 def test_status_patch_deletes_keys_at_any_depth() -> None:
     """The merge patch nulls keys the new status lacks, also inside nested objects."""
     from passhat.operator.loop import _status_patch
