@@ -37,6 +37,7 @@ from __future__ import annotations
 import argparse
 import base64
 import contextlib
+import copy
 import functools
 import json
 import os
@@ -61,6 +62,7 @@ from typing import Any
 import urllib3
 import yaml
 
+from passhat.operator.pods import LABEL_EVAL_UID
 from passhat.records.layout import StoreLayout
 
 REPO = Path(__file__).resolve().parents[1]
@@ -1170,6 +1172,38 @@ class SideResult:
         return sum(self.writes.values()) / self.trials
 
 
+class PodWatchLoad:
+    """The operator's pod watch (`passhat.operator.kube.Kube.watch_pods`: a LIST, then a
+    protobuf watch over HTTP/1.1) on one namespace, from a thread, reopened as the operator
+    reopens it; counts the events it gets (`--job-watcher`)."""
+
+    def __init__(self, kubeconfig: Path, namespace: str) -> None:
+        from passhat.operator.kube import Kube as OperatorKube
+        from passhat.operator.kube import load_client_config
+
+        self.kube = OperatorKube(load_client_config(str(kubeconfig)))
+        self.namespace, self.events = namespace, 0
+        self._stopped = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True, name="job-watcher")
+        self._thread.start()
+
+    def _run(self) -> None:
+        def count(kind: str, pod: object) -> None:
+            self.events += 1
+
+        while not self._stopped.is_set():
+            try:
+                self.kube.watch_pods(self.namespace, count)
+            except Exception as exc:  # NB: reopened, as the operator's watcher does
+                log(f"job watcher: {exc}")
+                self._stopped.wait(1.0)
+
+    def stop(self) -> int:
+        """Stop reopening (the open watch ends with its namespace); the events seen."""
+        self._stopped.set()
+        return self.events
+
+
 def run_job(
     kube: Kube,
     audit: Path,
@@ -1181,10 +1215,19 @@ def run_job(
     apiserver: ClusterProcess | None = None,
     profile: Callable[[], ApiProfile | None] = lambda: None,
     template: dict[str, Any] | None = None,
+    watcher: Path | None = None,
 ) -> SideResult:
     """N completions of an Indexed Job at `parallelism`; create to Complete. `template`:
-    the pod template (default `pod_template(duration_s)`)."""
+    the pod template (default `pod_template(duration_s)`). `watcher`: a kubeconfig for the
+    operator's own pod watch (`Kube.watch_pods`) on the Job's pods, which then carry the
+    eval-uid label it selects on, from before the Job is created to its end."""
     ns = box.namespace
+    template = copy.deepcopy(template or pod_template(duration_s))
+    watching: PodWatchLoad | None = None
+    if watcher is not None:
+        labels = template.setdefault("metadata", {}).setdefault("labels", {})
+        labels[LABEL_EVAL_UID] = "bench-job"
+        watching = PodWatchLoad(watcher, ns)
     body: dict[str, Any] = {
         "apiVersion": "batch/v1",
         "kind": "Job",
@@ -1194,7 +1237,7 @@ def run_job(
             "parallelism": parallelism,
             "completionMode": "Indexed",
             "backoffLimit": trials,
-            "template": template or pod_template(duration_s),
+            "template": template,
         },
     }
     path = f"/apis/batch/v1/namespaces/{ns}/jobs/bench"
@@ -1218,6 +1261,7 @@ def run_job(
         "the Job to complete", done, timeout=timeout_for(trials, parallelism, duration_s)
     )
     cpu = cpu_delta(cpu_before, cpu_snapshot())
+    watched = watching.stop() if watching is not None else None
     if api_cpu is not None:
         api_cpu.close()
     requests = request_delta(requests_before, request_counts(kube))
@@ -1232,7 +1276,12 @@ def run_job(
         end - start,
         writes,
         trials,
-        extra={"succeeded": succeeded, "cpu": cpu, "apiserver_requests": requests},
+        extra={
+            "succeeded": succeeded,
+            "cpu": cpu,
+            "apiserver_requests": requests,
+            **({"watcher_events": watched} if watched is not None else {}),
+        },
         apiserver=api_cpu.summary() if api_cpu is not None else {},
     )
 
@@ -1617,6 +1666,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         default="template",
         help="the Job's pods: the eval's template as given, or the pod the operator makes of it",
     )
+    p.add_argument(
+        "--job-watcher",
+        action="store_true",
+        help="the operator's own pod watch (protobuf, HTTP/1.1) runs on the Job's pods "
+        "during its window: what one such watcher costs the API server",
+    )
     p.add_argument("--kubeconfig", type=Path, default=DEFAULT_KUBECONFIG)
     p.add_argument("--audit-log", type=Path, default=DEFAULT_AUDIT_LOG)
     p.add_argument(
@@ -1697,6 +1752,7 @@ def one_run(
                         if args.job_pod == "operator"
                         else None
                     ),
+                    watcher=args.kubeconfig if args.job_watcher else None,
                 )
             else:
                 sides[side] = run_operator(
@@ -1732,6 +1788,8 @@ def one_run(
             side: result.extra.get("apiserver_requests") for side, result in sides.items()
         },
     }
+    if (job := sides.get("job")) is not None and "watcher_events" in job.extra:
+        out["job_watcher_events"] = job.extra["watcher_events"]
     for side in ("operator", "job"):
         if (result := sides.get(side)) is not None:
             out |= side_fields(side, result)
@@ -1868,6 +1926,8 @@ def measure(kube: Kube, args: argparse.Namespace, workdir: Path) -> dict[str, An
     result["apiserver_detail_runs"] = [r["apiserver_detail"] for r in runs]
     result["apiserver_requests_runs"] = [r["apiserver_requests"] for r in runs]
     result["cpu_by_side_runs"] = [r["cpu_by_side"] for r in runs]
+    if args.job_watcher:
+        result["job_watcher_events_runs"] = [r.get("job_watcher_events") for r in runs]
     for side in ("operator", "job"):
         if f"{side}_seconds" in runs[0]:
             result[f"{side}_seconds_runs"] = [round(r[f"{side}_seconds"], 2) for r in runs]
