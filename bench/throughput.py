@@ -1199,8 +1199,10 @@ class PodWatchLoad:
                 self._stopped.wait(1.0)
 
     def stop(self) -> int:
-        """Stop reopening (the open watch ends with its namespace); the events seen."""
+        """Stop reopening (the open watch ends with its namespace) and let go of the API
+        wrapper's write pools, which this watcher never used; the events seen."""
         self._stopped.set()
+        self.kube.close()
         return self.events
 
 

@@ -109,3 +109,14 @@ def test_write_cost_smoke_prices_every_variant(cluster: Any) -> None:
             "kube-controller-manager"
         }
         assert all(value >= 0 for value in costs.values())
+
+
+def test_job_watcher_smoke_watches_every_job_pod(cluster: Any) -> None:
+    """`--sides job --job-watcher`: the operator's pod watch runs on the Job's pods (which
+    carry the eval-uid label it selects on) and sees their events, the Job still completes."""
+    result = run_bench(
+        "throughput.py", "--smoke", "--sides", "job", "--job-watcher", "--runs", "1", timeout=600
+    )
+    assert result["job_seconds"] > 0
+    (events,) = result["job_watcher_events_runs"]
+    assert events >= result["trials"]  # NB: at least one event per pod (about five)
