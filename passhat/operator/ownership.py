@@ -49,6 +49,9 @@ _SCHEME = "v1:"
 MIN_KEY_BYTES = 32
 # The key of a process whose config names none (tests, one process): random, never stored.
 PROCESS_KEY = secrets.token_bytes(32)
+# Marks a signer keeps (about 300 bytes each): more than the pods a pass lists at the
+# chart's largest parallelism, so the cache is cleared only every few passes.
+_MARKS_CACHED = 8192
 
 
 class PodSigner:
@@ -56,11 +59,22 @@ class PodSigner:
 
     def __init__(self, key: bytes) -> None:
         self._key = key
+        # (namespace, name, eval uid) -> mark: every pass checks every listed pod's mark
+        # again, and at 2,000 pods in flight the HMACs were ~4 % of a pass's CPU
+        # (bench/pass_cost.py). A pure function of its key, so a cached mark is the mark.
+        self._marks: dict[tuple[str, str, str], str] = {}
 
     def mark(self, namespace: str, name: str, eval_uid: str) -> str:
         """The mark of pod `namespace/name` made for eval `eval_uid`."""
-        message = f"{namespace}/{name}/{eval_uid}".encode()
-        return _SCHEME + hmac.new(self._key, message, hashlib.sha256).hexdigest()
+        key = (namespace, name, eval_uid)
+        mark = self._marks.get(key)
+        if mark is None:
+            message = f"{namespace}/{name}/{eval_uid}".encode()
+            mark = _SCHEME + hmac.new(self._key, message, hashlib.sha256).hexdigest()
+            if len(self._marks) >= _MARKS_CACHED:
+                self._marks.clear()  # NB: bounded; the pods in flight come back next pass
+            self._marks[key] = mark
+        return mark
 
     def sign(self, pod: dict[str, Any]) -> dict[str, Any]:
         """`pod` (built by `build_pod`) with its mark added; the template cannot set it."""

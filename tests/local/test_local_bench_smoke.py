@@ -142,3 +142,21 @@ def test_records_read_bench_smoke() -> None:
     assert result["records"] == 500
     for key in ("cpu_seconds", "body_mib", "peak_rss_added_mib", "cpu_us_per_record"):
         assert isinstance(result[key], int | float), key
+
+
+def test_pass_cost_smoke() -> None:
+    """`pass_cost.py --smoke --profile 5`: a few passes over a small eval, each measured, and
+    the profile printed (the operator's functions only)."""
+    proc = subprocess.run(
+        [sys.executable, str(BENCH / "pass_cost.py"), "--smoke", "--profile", "5"],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    (run,) = json.loads(proc.stdout.strip().splitlines()[-1])["runs"]
+    assert run["passes"] == 3 and run["tasks"] == 50 and run["pods_in_flight"] > 0
+    assert run["recorded_per_pass"] > 0 and run["own_cpu_ms_median"] > 0
+    profiled = [line for line in proc.stderr.splitlines() if "passhat/" in line]
+    assert profiled and not any("tests/" in line for line in profiled)

@@ -106,3 +106,8 @@ def test_unpack_refuses_invalid_slots() -> None:
         raw = struct.pack(">BII", 1, 1, 1) + states + attempts
         with pytest.raises(LedgerError, match="invalid slot"):
             SlotLedger.unpack("v1." + base64.b64encode(zlib.compress(raw)).decode())
+        # NB: the check is vectorised: one bad slot among many valid ones is found too
+        raw = struct.pack(">BII", 1, 50, 3) + b"\x01" * 70 + states + b"\x00" * 79
+        raw += b"\x02" * 70 + attempts + b"\x01" * 79
+        with pytest.raises(LedgerError, match="invalid slot"):
+            SlotLedger.unpack("v1." + base64.b64encode(zlib.compress(raw)).decode())

@@ -37,6 +37,22 @@ def pod_of(uid: str = "e-1", *, name: str = "p", namespace: str = "ns") -> dict[
     return {"metadata": {"name": name, "namespace": namespace, "ownerReferences": [owner]}}
 
 
+def test_marks_are_cached_within_a_bound(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A pass checks every listed pod's mark: computed once per (namespace, name, eval),
+    the cache cleared when full, and a mark from the cache is the mark computed afresh."""
+    import passhat.operator.ownership as ownership
+
+    monkeypatch.setattr(ownership, "_MARKS_CACHED", 4)
+    signer, fresh = PodSigner(b"k" * 32), PodSigner(b"k" * 32)
+    first = signer.mark("ns", "p-0", "e-1")
+    assert signer.mark("ns", "p-0", "e-1") is first  # NB: the cached string itself
+    marks = [signer.mark("ns", f"p-{index}", "e-1") for index in range(10)]
+    assert len(signer._marks) <= 4
+    assert marks == [fresh.mark("ns", f"p-{index}", "e-1") for index in range(10)]
+    assert signer.mark("ns", "p-0", "e-2") != first
+    assert PodSigner(b"j" * 32).mark("ns", "p-0", "e-1") != first
+
+
 def test_the_mark_binds_namespace_name_and_eval() -> None:
     """A mark verifies only on the pod it was made for, under the key that made it, with
     the eval as controller; labels play no part."""
