@@ -67,9 +67,11 @@ class OperatorConfig:
     # per pass (the Job controller's MaxPodCreateDeletePerSync) (passhat.operator.pacing).
     create_batch_max: int = 32
     create_per_pass_max: int = 500
-    # A pass starts no new batch of creates after this long (the next pass goes on at
-    # once), so that a slow API server does not make passes of 500 creates (10-30 s
-    # measured at 100,000 trials, #22) during which no outcome is recorded.
+    # A pass's budget, from its start: after its first batch of creates, a batch is only
+    # as big as fits what is left at the last batch's pace, and none starts once nothing
+    # fits (the next pass goes on at once), so that a slow API server does not make passes
+    # of 500 creates (10-30 s measured at 100,000 trials, #22) during which no outcome is
+    # recorded (pacing.create_paced).
     create_pass_max_s: float = 1.0
     # While the API server refuses creates for now (403 quota/admission, 429), an eval's
     # creates back off from this delay, doubling per refused pass up to the max.

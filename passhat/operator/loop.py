@@ -754,6 +754,8 @@ class EvalLoop:
                     keep=keep,
                     release=release,
                     before=self._archive_hook(body, ledger, recorded, now) if let_go else None,
+                    # NB: the budget is the whole pass's: its reads and status write count
+                    started=now,
                 )
             except ApiError as err:
                 if not _refused_for_good(err):

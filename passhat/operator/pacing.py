@@ -31,6 +31,7 @@ at one pod, which is the safe direction.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -122,6 +123,9 @@ class CreatePacer:
     # The first batch of the next pass: 1 at the start and after any failed create, else
     # the size the last pass's slow start had reached (see `batches`).
     window: int = 1
+    # Seconds a create of this eval took per pod in its last batch (the batch's wall time
+    # over its size; None before the first): how big a batch still fits a pass's budget.
+    per_pod_s: float | None = None
     _reported: dict[str, float] = field(default_factory=dict)
 
     def may_create(self, *, pods_ended: bool) -> bool:
@@ -148,10 +152,22 @@ class CreatePacer:
         in #22). Any failed create starts over at 1, as a new operator process does."""
         return slow_start(total, batch_max=self.config.create_batch_max, first=self.window)
 
-    def batch_done(self, size: int) -> None:
-        """A batch of `size` creates went through: the next one may be twice as big (a
-        short last batch of a pass does not shrink the window)."""
+    def batch_done(self, size: int, seconds: float | None = None) -> None:
+        """A batch of `size` creates went through (in `seconds`): the next one may be twice
+        as big (a short last batch of a pass does not shrink the window)."""
         self.window = min(self.config.create_batch_max, max(self.window, 2 * size))
+        if seconds is not None and size:
+            self.per_pod_s = max(0.0, seconds) / size
+
+    def fit(self, size: int, left_s: float) -> int:
+        """`size`, or fewer pods: as many as the last batch's pace gets created in the
+        `left_s` seconds left of the pass's budget (0: not even one)."""
+        if left_s <= 0:
+            return 0
+        if self.per_pod_s is None or self.per_pod_s <= 0:
+            return size
+        # NB: a hair of slack, so that 0.3 s at 0.1 s a pod are 3 pods, not 2.999...
+        return max(0, min(size, math.floor(left_s / self.per_pod_s + 1e-3)))
 
     def delay_s(self) -> float:
         """The current backoff (0 when not refused)."""
@@ -245,18 +261,28 @@ def create_paced(
     keep: Sequence[Mapping[str, Any]] = (),
     release: Sequence[Mapping[str, Any]] = (),
     before: Callable[[Mapping[str, Any]], None] | None = None,
+    started: float | None = None,
 ) -> Paced:
     """Create the pods of `keys` (built by `build`, one batch at a time) in slow-start
     batches; stop at the first refusal, which backs the eval off. `keep` and `release`
     go with the first batch (`EvalApi.settle`). Errors other than a refusal for now are
-    raised (nothing more is sent after them)."""
+    raised (nothing more is sent after them).
+
+    The pass's budget, `create_pass_max_s` from `started` (the pass's start; else now):
+    the first batch always goes, each later one only as big as the last batch's pace
+    lets it end within the budget, and none once it is spent. The next pass goes on at
+    once, so the creates go on at the same pace, in passes that stay short."""
     paced = Paced()
     start = 0
-    began = pacer.clock()
+    clock = pacer.clock
+    deadline = (clock() if started is None else started) + pacer.config.create_pass_max_s
     for size in list(pacer.batches(len(keys))) or [0]:
-        if paced.created and pacer.clock() - began >= pacer.config.create_pass_max_s:
-            break  # NB: the next pass goes on at once; a pass stays short under a slow API
+        if paced.created:
+            size = pacer.fit(size, deadline - clock())
+            if not size:
+                break  # NB: the next pass goes on at once; a pass stays short under a slow API
         pods = [build(key) for key in keys[start : start + size]]
+        sent = clock()
         try:
             paced.taken += api.settle(
                 namespace, keep=keep, release=release, create=pods, before=before
@@ -273,7 +299,7 @@ def create_paced(
             del pods  # NB: one batch of bodies at a time (a task's params may be large)
         keep, release, before = (), (), None
         if size:
-            pacer.batch_done(size)
+            pacer.batch_done(size, clock() - sent)
         paced.created += size
         start += size
     if keys and paced.created == len(keys):

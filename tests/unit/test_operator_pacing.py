@@ -86,25 +86,60 @@ def pacer(clock: Clock, **settings: Any) -> CreatePacer:
 
 
 class SlowPods(Pods):
-    """Pods whose every batch takes 0.4 s on `clock` (a loaded API server)."""
+    """Pods whose creates take `per_pod_s` each on `clock` (a client or API server that
+    is the bottleneck: a batch takes as long as its pods together)."""
 
-    def __init__(self, clock: Clock) -> None:
+    def __init__(self, clock: Clock, per_pod_s: float = 0.1) -> None:
         super().__init__(room=10_000)
-        self.clock = clock
+        self.clock, self.per_pod_s = clock, per_pod_s
 
     def settle(self, namespace: str, **kwargs: Any) -> list[str]:
-        self.clock.now += 0.4
+        self.clock.now += self.per_pod_s * len(kwargs["create"])
         return super().settle(namespace, **kwargs)
 
 
-def test_a_pass_stops_starting_batches_after_create_pass_max_s() -> None:
-    """With 0.4 s per batch a pass sends 1, 2, 4 and stops (1.2 s >= 1 s): 7 created of
-    500, and the pacer is not told that every create went through."""
+def test_a_pass_fits_its_batches_into_create_pass_max_s() -> None:
+    """At 0.1 s a pod a pass sends 1, 2, 4, then only the 3 pods that fit the 0.3 s left
+    of its 1 s (not 8), and stops there: 10 created of 500, and the pacer is not told that
+    every create went through; the window is what slow start reached."""
     clock = Clock()
     api, paces = SlowPods(clock), pacer(clock)
+    began = clock.now
     paced = create_paced(api, "ns", list(range(500)), lambda k: {"name": f"p{k}"}, paces)
-    assert api.batches == [1, 2, 4] and paced.created == 7
-    assert paces.window == 8
+    assert api.batches == [1, 2, 4, 3] and paced.created == 10
+    assert clock.now - began == pytest.approx(1.0)
+    assert paces.window == 8 and paces.per_pod_s == pytest.approx(0.1)
+
+
+def test_the_budget_counts_from_the_pass_start_and_the_first_batch_always_goes() -> None:
+    """A pass that spent 0.85 s before its creates sends its first batch whole (the
+    eval moves on however slow the pass was) and then only what fits; one that is
+    past its budget already sends just the first batch."""
+    clock = Clock()
+    api, paces = SlowPods(clock), pacer(clock)
+    paces.window, paces.per_pod_s = 4, 0.1
+    build = lambda k: {"name": f"p{k}"}  # noqa: E731
+    started = clock.now - 0.85
+    paced = create_paced(api, "ns", list(range(500)), build, paces, started=started)
+    # NB: 4 pods (0.4 s) end at 1.25 s: nothing fits any more
+    assert api.batches == [4] and paced.created == 4
+    api.batches.clear()
+    paces.window = 1
+    create_paced(api, "ns", list(range(500, 1000)), build, paces, started=clock.now - 0.7)
+    # NB: 1 pod (0.1 s), then the 2 that fit the 0.2 s left
+    assert api.batches == [1, 2]
+    api.batches.clear()
+    create_paced(api, "ns", list(range(1000, 1500)), build, paces, started=clock.now - 5)
+    assert api.batches == [4]
+
+
+def test_a_fast_pass_is_not_cut_short() -> None:
+    """At 1 ms a pod the budget never binds: 500 pods in the slow-start batches."""
+    clock = Clock()
+    api, paces = SlowPods(clock, per_pod_s=0.001), pacer(clock)
+    paced = create_paced(api, "ns", list(range(500)), lambda k: {"name": f"p{k}"}, paces)
+    assert paced.created == 500 and api.batches[:6] == [1, 2, 4, 8, 16, 32]
+    assert set(api.batches[6:-1]) == {32}
 
 
 def test_the_next_pass_goes_on_where_slow_start_got_to() -> None:
