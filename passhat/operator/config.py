@@ -45,6 +45,12 @@ class OperatorConfig:
     # A pass that only recorded outcomes writes status at most this often (the creates of
     # fresh slots go out at once; 0: every such pass writes): loop._defer_write.
     status_interval_s: float = 1.0
+    # ... and, when a status write itself is slow, no more often than its duration over
+    # this share (a write that took 0.5 s: every 5 s), up to `status_interval_max_s`: at
+    # 10,000 inline tasks the eval is ~0.7 MB with its managed fields and each write cost
+    # the pass ~0.5 s on a loaded API server (#22). 0: the interval alone.
+    status_write_share: float = 0.1
+    status_interval_max_s: float = 10.0
     # After a failed pass (API down, ...) the next one waits this long.
     error_backoff_s: float = 2.0
     # A non-terminal pod this long past its deletionTimestamp counts as infra_error/deleted.
@@ -67,10 +73,10 @@ class OperatorConfig:
     # per pass (the Job controller's MaxPodCreateDeletePerSync) (passhat.operator.pacing).
     create_batch_max: int = 32
     create_per_pass_max: int = 500
-    # A pass's budget, from its start: after its first batch of creates, a batch is only
-    # as big as fits what is left at the last batch's pace, and none starts once nothing
-    # fits (the next pass goes on at once), so that a slow API server does not make passes
-    # of 500 creates (10-30 s measured at 100,000 trials, #22) during which no outcome is
+    # A pass's create budget, from its first batch: after that batch, a batch is only as
+    # big as fits what is left at the last batch's pace, and none starts once nothing fits
+    # (the next pass goes on at once), so that a slow API server does not make passes of
+    # 500 creates (10-30 s measured at 100,000 trials, #22) during which no outcome is
     # recorded (pacing.create_paced).
     create_pass_max_s: float = 1.0
     # While the API server refuses creates for now (403 quota/admission, 429), an eval's

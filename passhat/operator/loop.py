@@ -312,8 +312,9 @@ class EvalLoop:
         # The eval's resourceVersion this loop last read or wrote: the next pass reads the
         # eval not older than it, from the API server's watch cache ("" = from etcd).
         self._read_rv = ""
-        # When this loop last wrote status (`_defer_write`).
+        # When this loop last wrote status, and how long that write took (`_defer_write`).
         self._written_at = float("-inf")
+        self._write_s = 0.0
         # Pods this loop created that no LIST has shown yet (when): live, never created
         # again while the pod list (a watch-fed cache) lags (`_expected_slots`).
         self._expected: dict[PodKey, float] = {}
@@ -714,6 +715,7 @@ class EvalLoop:
         if status is None or patch is None:
             status = None
         else:
+            sent = self._clock()
             try:
                 written = api.patch_eval_status(ref.namespace, ref.name, rv, patch)
             except Conflict:
@@ -721,7 +723,7 @@ class EvalLoop:
                 return PassResult(PassState.CONFLICT)
             self._read_rv = str((written.get("metadata") or {}).get("resourceVersion") or "")
             stored = written.get("status") or {}
-            self._written_at = now
+            self._written_at, self._write_s = now, max(0.0, self._clock() - sent)
             self._after_write(
                 body, previous, status, recorded, start_problem or changed, now, tasks=len(tasks)
             )
@@ -754,8 +756,6 @@ class EvalLoop:
                     keep=keep,
                     release=release,
                     before=self._archive_hook(body, ledger, recorded, now) if let_go else None,
-                    # NB: the budget is the whole pass's: its reads and status write count
-                    started=now,
                 )
             except ApiError as err:
                 if not _refused_for_good(err):
@@ -794,8 +794,16 @@ class EvalLoop:
         or checks) writes at most once per `status_interval_s`, as the Job controller
         batches a Job's pod events for a second (`syncJobBatchPeriod`): the creates of
         fresh slots go out at once, the outcomes wait, their pods held, for the pass that
-        writes. Nothing leaves memory unwritten: that pass folds the same pods in again."""
-        interval = self.config.status_interval_s
+        writes. Nothing leaves memory unwritten: that pass folds the same pods in again.
+
+        A slow write stretches the interval to its duration over `status_write_share`
+        (at most `status_interval_max_s`): a large eval's status write costs the API
+        server and the pass in proportion to the whole object, not to what changed."""
+        config = self.config
+        interval = config.status_interval_s
+        if interval > 0 and config.status_write_share > 0:
+            stretched = min(self._write_s / config.status_write_share, config.status_interval_max_s)
+            interval = max(interval, stretched)
         due = self._written_at + interval - now
         if not recorded or not plain or interval <= 0 or due <= 0:
             return None

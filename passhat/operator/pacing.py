@@ -261,21 +261,20 @@ def create_paced(
     keep: Sequence[Mapping[str, Any]] = (),
     release: Sequence[Mapping[str, Any]] = (),
     before: Callable[[Mapping[str, Any]], None] | None = None,
-    started: float | None = None,
 ) -> Paced:
     """Create the pods of `keys` (built by `build`, one batch at a time) in slow-start
     batches; stop at the first refusal, which backs the eval off. `keep` and `release`
     go with the first batch (`EvalApi.settle`). Errors other than a refusal for now are
     raised (nothing more is sent after them).
 
-    The pass's budget, `create_pass_max_s` from `started` (the pass's start; else now):
-    the first batch always goes, each later one only as big as the last batch's pace
-    lets it end within the budget, and none once it is spent. The next pass goes on at
-    once, so the creates go on at the same pace, in passes that stay short."""
+    The creates' budget, `create_pass_max_s` from the first batch: that batch always
+    goes, each later one only as big as the last batch's pace lets it end within the
+    budget, and none once not one pod fits. The next pass goes on at once, so the creates
+    keep their pace in passes that stay short."""
     paced = Paced()
     start = 0
     clock = pacer.clock
-    deadline = (clock() if started is None else started) + pacer.config.create_pass_max_s
+    deadline = clock() + pacer.config.create_pass_max_s
     for size in list(pacer.batches(len(keys))) or [0]:
         if paced.created:
             size = pacer.fit(size, deadline - clock())

@@ -120,3 +120,13 @@ def test_job_watcher_smoke_watches_every_job_pod(cluster: Any) -> None:
     assert result["job_seconds"] > 0
     (events,) = result["job_watcher_events_runs"]
     assert events >= result["trials"]  # NB: at least one event per pod (about five)
+
+
+def test_request_cost_smoke_prices_every_client(cluster: Any) -> None:
+    """`bench/request_cost.py --smoke` reads its ConfigMap from each client (HTTP/2 really
+    negotiated where asked for, the token accepted) and prices a request for each."""
+    result = run_bench("request_cost.py", "--smoke", timeout=300)
+    clients = {"urllib3-h1-cert", "urllib3-h1-token", "httpx-h2-cert", "httpx-h1-cert"}
+    assert set(result["apiserver_cpu_us_per_request"]) == clients
+    assert set(result["client_wall_us_per_request"]) == clients
+    assert all(value >= 0 for value in result["apiserver_cpu_us_per_request"].values())

@@ -111,26 +111,22 @@ def test_a_pass_fits_its_batches_into_create_pass_max_s() -> None:
     assert paces.window == 8 and paces.per_pod_s == pytest.approx(0.1)
 
 
-def test_the_budget_counts_from_the_pass_start_and_the_first_batch_always_goes() -> None:
-    """A pass that spent 0.85 s before its creates sends its first batch whole (the
-    eval moves on however slow the pass was) and then only what fits; one that is
-    past its budget already sends just the first batch."""
+def test_the_first_batch_always_goes_and_the_pace_carries_over() -> None:
+    """A pass's first batch goes whole even when it alone takes longer than the budget
+    (the eval moves on however slow the API server is), and nothing after it fits; the
+    next pass starts from the pace the last batch measured."""
     clock = Clock()
-    api, paces = SlowPods(clock), pacer(clock)
-    paces.window, paces.per_pod_s = 4, 0.1
+    api, paces = SlowPods(clock, per_pod_s=0.05), pacer(clock)
+    paces.window = 32
     build = lambda k: {"name": f"p{k}"}  # noqa: E731
-    started = clock.now - 0.85
-    paced = create_paced(api, "ns", list(range(500)), build, paces, started=started)
-    # NB: 4 pods (0.4 s) end at 1.25 s: nothing fits any more
-    assert api.batches == [4] and paced.created == 4
+    create_paced(api, "ns", list(range(500)), build, paces)
+    # NB: 32 pods take 1.6 s: the budget is spent
+    assert api.batches == [32] and paces.per_pod_s == pytest.approx(0.05)
     api.batches.clear()
-    paces.window = 1
-    create_paced(api, "ns", list(range(500, 1000)), build, paces, started=clock.now - 0.7)
-    # NB: 1 pod (0.1 s), then the 2 that fit the 0.2 s left
-    assert api.batches == [1, 2]
-    api.batches.clear()
-    create_paced(api, "ns", list(range(1000, 1500)), build, paces, started=clock.now - 5)
-    assert api.batches == [4]
+    api.per_pod_s = 0.01
+    create_paced(api, "ns", list(range(500, 1000)), build, paces)
+    # NB: 32 pods in 0.32 s, then 0.68 s left: 32, 32 (36 would fit), the 4 that fit 0.04 s
+    assert api.batches == [32, 32, 32, 4]
 
 
 def test_a_fast_pass_is_not_cut_short() -> None:

@@ -217,3 +217,37 @@ def test_a_deferring_pass_creates_fresh_slots_but_not_the_retry_of_what_it_recor
     names = sorted(set(harness.api.pods) - set(first))
     assert len(names) == 2 and all(name.endswith("-a0") for name in names)
     assert all(FINALIZER in harness.api.pods[name]["metadata"]["finalizers"] for name in first)
+
+
+def test_a_slow_status_write_stretches_the_interval_to_its_share() -> None:
+    """A status write that took 0.5 s (share 0.1) defers the next write of outcomes for
+    5 s, not 1; one that took 2 s for at most `status_interval_max_s` (10 s, not 20); a fast
+    one leaves `status_interval_s`."""
+    config = dataclasses.replace(CONFIG, status_interval_s=1.0)
+    harness = Harness(7, body=spec(parallelism=2), config=config)
+    patch = harness.api.patch_eval_status
+    slow = {"s": 0.5}
+
+    def slow_patch(*args: Any, **kwargs: Any) -> Any:
+        harness.clock.now += slow["s"]
+        return patch(*args, **kwargs)
+
+    harness.api.patch_eval_status = slow_patch  # type: ignore[method-assign]
+    harness.loop.run_pass()  # NB: creates the first two pods
+
+    def end_what_runs() -> None:
+        harness.kubelet.step(share=1.0)  # NB: starts the pending pods
+        harness.kubelet.step(share=1.0)  # NB: ends them
+
+    for write_s, deferred_for in ((0.5, 5.0), (2.0, 10.0), (0.0, 1.0)):
+        slow["s"] = write_s
+        end_what_runs()
+        harness.clock.now += 60
+        written = harness.loop.run_pass()
+        assert written.recorded and written.status is not None
+        end_what_runs()
+        harness.clock.now += 0.2
+        result = harness.loop.run_pass()
+        assert result.status is None and result.again_in_s is not None, (write_s, result.recorded)
+        # NB: due = written_at (the pass's start) + interval - now
+        assert result.again_in_s == pytest.approx(deferred_for - 0.2 - write_s, abs=1e-6)
