@@ -327,7 +327,8 @@ def test_pod_bodies_are_built_one_batch_at_a_time() -> None:
     body = spec(tasks=[{"id": "big", "params": params}], trials=1000, ks=[1], parallelism=1000)
     stored = api.add_eval("ns", "big", body)
     ref = EvalRef("ns", "big", stored["metadata"]["uid"])
-    loop = EvalLoop(api, ref, clock=clock)
+    # NB: a release backlog bound above the pass's 500 creates, so that only they bound it
+    loop = EvalLoop(api, ref, clock=clock, config=OperatorConfig(release_backlog_max=1000))
     tracemalloc.start()
     try:
         first = loop.run_pass()
@@ -340,3 +341,40 @@ def test_pod_bodies_are_built_one_batch_at_a_time() -> None:
     assert peak < 12 * 1024 * 1024, f"peak {peak / 2**20:.1f} MiB"
     second = loop.run_pass()
     assert second.created == 500 and len(api.pods) == 1000
+
+
+class BackloggedApi(FakeApi):
+    """FakeApi whose release pool has `backlog` of the eval's keeps and releases queued."""
+
+    def __init__(self, clock: Clock) -> None:
+        super().__init__(rng=random.Random(8), clock=clock)
+        self.backlog = 0
+
+    def releasing(self, namespace: str, eval_uid: str) -> int:
+        return self.backlog
+
+
+def test_creates_wait_while_the_release_backlog_is_full() -> None:
+    """Beyond release_backlog_max finished pods waiting for their release, no pod is
+    created; below it, only as many as the backlog has room for (a release is two writes
+    to a create's one: on a saturated API server the backlog grew without bound)."""
+    clock = Clock()
+    api = BackloggedApi(clock)
+    body = spec(tasks=[{"id": f"t{i}"} for i in range(50)], trials=10, ks=[1], parallelism=100)
+    stored = api.add_eval("ns", "big", body)
+    ref = EvalRef("ns", "big", stored["metadata"]["uid"])
+    config = OperatorConfig(release_backlog_max=30, create_batch_max=100, create_pass_max_s=60)
+    loop = EvalLoop(api, ref, clock=clock, config=config)
+
+    api.backlog = 30
+    loop.run_pass()
+    assert api.writes["create"] == 0
+    api.backlog = 24
+    clock.now += 1.0
+    loop.run_pass()
+    assert api.writes["create"] == 6
+    api.backlog = 0
+    for _ in range(5):
+        clock.now += 1.0
+        loop.run_pass()
+    assert api.writes["create"] == 100  # NB: then parallelism bounds it again
