@@ -79,8 +79,9 @@ class OperatorConfig:
     # 500 creates (10-30 s measured at 100,000 trials, #22) during which no outcome is
     # recorded (pacing.create_paced).
     create_pass_max_s: float = 1.0
-    # An eval creates no pod while this many of its finished pods wait for their keep or
-    # release (finalizer out, and a delete under podRetention none) to go out, so that
+    # An eval creates no pod while this many of its finished pods (or its parallelism, if
+    # larger) wait for their keep or release (finalizer out, and a delete under
+    # podRetention none) to go out, so that
     # releases keep up with creates (a release is one or two writes, a create one) as
     # the Job controller's do: it removes finished pods' finalizers in the same sync
     # that creates, before the next one (loop.run_pass, #22).

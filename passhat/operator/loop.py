@@ -558,11 +558,12 @@ class EvalLoop:
             # NB: spec.budget.maxAttempts: never a pod past it (passhat.trials.budget)
             capacity = min(capacity, allowance.may_start)
         # NB: finished pods whose keep or release has not gone out yet count against
-        # new pods beyond `release_backlog_max`: a release is two writes to a create's
-        # one, so on a saturated API server the backlog (pods holding our finalizer, and
-        # the operator's memory) grew without bound (#22: 5,000 after 8 minutes)
-        backlog_room = self.config.release_backlog_max - api.releasing(ref.namespace, ref.uid)
-        capacity = min(capacity, backlog_room)
+        # new pods beyond `release_backlog_max` or `parallelism`, whichever is larger: a
+        # release is two writes to a create's one, so on a saturated API server the
+        # backlog (pods holding our finalizer, and the operator's memory) grew without
+        # bound (#22: 5,000 after 8 minutes); below `parallelism` it stalled every wave
+        backlog_max = max(self.config.release_backlog_max, spec.parallelism)
+        capacity = min(capacity, backlog_max - api.releasing(ref.namespace, ref.uid))
         create_budget = self._pacer.budget(capacity)
         may_create = not stopping and self._pacer.may_create(pods_ended=bool(recorded))
         # NB: a retry recorded by this pass waits its backoff from now, this pass included
