@@ -81,10 +81,10 @@ class OperatorConfig:
     create_pass_max_s: float = 1.0
     # An eval creates no pod while this many of its finished pods (or its parallelism, if
     # larger) wait for their keep or release (finalizer out, and a delete under
-    # podRetention none) to go out, so that
-    # releases keep up with creates (a release is one or two writes, a create one) as
-    # the Job controller's do: it removes finished pods' finalizers in the same sync
-    # that creates, before the next one (loop.run_pass, #22).
+    # podRetention none) to go out, so that releases keep up with creates (a release is
+    # one or two writes, a create one) as the Job controller's do: it removes finished
+    # pods' finalizers in the same sync that creates, before the next one
+    # (loop.run_pass, #22).
     release_backlog_max: int = 500
     # While the API server refuses creates for now (403 quota/admission, 429), an eval's
     # creates back off from this delay, doubling per refused pass up to the max.

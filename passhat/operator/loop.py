@@ -562,8 +562,9 @@ class EvalLoop:
         # release is two writes to a create's one, so on a saturated API server the
         # backlog (pods holding our finalizer, and the operator's memory) grew without
         # bound (#22: 5,000 after 8 minutes); below `parallelism` it stalled every wave
+        releasing = api.releasing(ref.namespace, ref.uid)
         backlog_max = max(self.config.release_backlog_max, spec.parallelism)
-        capacity = min(capacity, backlog_max - api.releasing(ref.namespace, ref.uid))
+        capacity = min(capacity, backlog_max - releasing)
         create_budget = self._pacer.budget(capacity)
         may_create = not stopping and self._pacer.may_create(pods_ended=bool(recorded))
         # NB: a retry recorded by this pass waits its backoff from now, this pass included
@@ -578,9 +579,7 @@ class EvalLoop:
             self._plan_creates(ledger, live, create_budget, now, waits) if may_create else []
         )
         conditions = previous.get("conditions") or []
-        archive_waiting = (
-            len(recorded) + held + api.releasing(ref.namespace, ref.uid) if archiving else 0
-        )
+        archive_waiting = len(recorded) + held + releasing if archiving else 0
         check = self._check(
             spec,
             tasks,

@@ -327,8 +327,7 @@ def test_pod_bodies_are_built_one_batch_at_a_time() -> None:
     body = spec(tasks=[{"id": "big", "params": params}], trials=1000, ks=[1], parallelism=1000)
     stored = api.add_eval("ns", "big", body)
     ref = EvalRef("ns", "big", stored["metadata"]["uid"])
-    # NB: a release backlog bound above the pass's 500 creates, so that only they bound it
-    loop = EvalLoop(api, ref, clock=clock, config=OperatorConfig(release_backlog_max=1000))
+    loop = EvalLoop(api, ref, clock=clock)
     tracemalloc.start()
     try:
         first = loop.run_pass()
@@ -354,18 +353,25 @@ class BackloggedApi(FakeApi):
         return self.backlog
 
 
-def test_creates_wait_while_the_release_backlog_is_full() -> None:
-    """Beyond release_backlog_max finished pods waiting for their release, no pod is
-    created; below it, only as many as the backlog has room for (a release is two writes
-    to a create's one: on a saturated API server the backlog grew without bound)."""
+def _backlogged(release_backlog_max: int) -> tuple[BackloggedApi, EvalLoop, Clock]:
+    """A 500-trial eval at parallelism 20 on a BackloggedApi; creates bounded only by
+    parallelism and the backlog (no slow start or create budget in the way)."""
     clock = Clock()
     api = BackloggedApi(clock)
     body = spec(tasks=[{"id": f"t{i}"} for i in range(50)], trials=10, ks=[1], parallelism=20)
     stored = api.add_eval("ns", "big", body)
     ref = EvalRef("ns", "big", stored["metadata"]["uid"])
-    config = OperatorConfig(release_backlog_max=30, create_batch_max=100, create_pass_max_s=60)
-    loop = EvalLoop(api, ref, clock=clock, config=config)
+    config = OperatorConfig(
+        release_backlog_max=release_backlog_max, create_batch_max=100, create_pass_max_s=60
+    )
+    return api, EvalLoop(api, ref, clock=clock, config=config), clock
 
+
+def test_creates_wait_while_the_release_backlog_is_full() -> None:
+    """Beyond release_backlog_max finished pods waiting for their release, no pod is
+    created; below it, only as many as the backlog has room for (a release is two writes
+    to a create's one: on a saturated API server the backlog grew without bound)."""
+    api, loop, clock = _backlogged(30)
     api.backlog = 30
     loop.run_pass()
     assert api.writes["create"] == 0
@@ -384,13 +390,7 @@ def test_the_release_backlog_may_always_hold_a_whole_wave() -> None:
     """The backlog's bound is at least the eval's parallelism: a wave of pods that end
     together does not stop the next wave's creates until all of it is released (10,000
     trials at parallelism 1,000 took 319 s with a bound of 500, 207 s without one)."""
-    clock = Clock()
-    api = BackloggedApi(clock)
-    body = spec(tasks=[{"id": f"t{i}"} for i in range(50)], trials=10, ks=[1], parallelism=20)
-    stored = api.add_eval("ns", "big", body)
-    ref = EvalRef("ns", "big", stored["metadata"]["uid"])
-    config = OperatorConfig(release_backlog_max=5, create_batch_max=100, create_pass_max_s=60)
-    loop = EvalLoop(api, ref, clock=clock, config=config)
+    api, loop, _ = _backlogged(5)
     api.backlog = 12
     loop.run_pass()
     assert api.writes["create"] == 8
