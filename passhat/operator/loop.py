@@ -591,6 +591,14 @@ class EvalLoop:
         )
         if grader_pods and spec.grading.stability_check is None:
             done.extend(grader_pods)  # NB: cannot be: no check, no grader pod of ours
+        # NB: as a Job is Complete only once no pod holds its tracking finalizer, the
+        # eval is not Complete while a pod is let go after this pass's write or in flight:
+        # `kubectl wait --for=condition=Complete` then finds every pod as it stays (kept
+        # and labelled recorded, a grader pod's transcript emptied) or gone. The release
+        # wakes the daemon (Kube.on_released), whose next pass writes Complete.
+        letting_go = len(done) + releasing
+        if check is not None:
+            letting_go += len(check.keep) + len(check.release)
 
         status: dict[str, Any] | None = None
         creating = 0 if self._pacer.refusal else len(to_create)
@@ -615,7 +623,9 @@ class EvalLoop:
             )
         )
         checked = check.done if check is not None else spec.grading.stability_check is None
-        finished = ledger.complete and not live and not archive_waiting and checked
+        finished = (
+            ledger.complete and not live and not archive_waiting and not letting_go and checked
+        )
         if finished or (
             check is not None
             and (check.status != previous.get("graderCheck") or check.create or check.keep)
@@ -670,6 +680,7 @@ class EvalLoop:
                         [(item.verdict.reason, item.verdict.is_infra_error) for item in recorded],
                     ),
                     archive_waiting=archive_waiting,
+                    letting_go=letting_go,
                     archive_error=archive_error,
                     task_sources=resolved.pins,
                     grader_check=check.status if check is not None else previous.get("graderCheck"),

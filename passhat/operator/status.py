@@ -80,6 +80,10 @@ class StatusInputs:
     infra_errors_by_reason: Mapping[str, int] = field(default_factory=dict)
     # Recorded attempts not yet in the record store (0 when no store is configured).
     archive_waiting: int = 0
+    # Finished pods of the eval that still hold our finalizer: let go after this pass's
+    # write or in flight. As a Job is `Complete` only once it removed every pod's
+    # tracking finalizer, the eval is not `Complete` while any is left.
+    letting_go: int = 0
     # The record store's last error while archiving this eval's attempts, if it failed.
     archive_error: str | None = None
     # status.taskSources: the tasksFrom ConfigMaps as pinned at the start (taskpin.py).
@@ -147,7 +151,12 @@ def build_status(inputs: StatusInputs) -> dict[str, Any]:
         if stable is not None:
             gate["graderStable"] = stable
     # NB: with a record store, an eval is complete only once every record is in it.
-    complete = ledger.complete and inputs.archive_waiting == 0 and (not checking or check_done)
+    complete = (
+        ledger.complete
+        and inputs.archive_waiting == 0
+        and inputs.letting_go == 0
+        and (not checking or check_done)
+    )
     running = min(inputs.running, ledger.pending)
     waiting = min(inputs.waiting, ledger.pending - running)
     generation = inputs.generation
@@ -157,11 +166,13 @@ def build_status(inputs: StatusInputs) -> dict[str, Any]:
     reason = cond.REASON_ALL_FINAL if complete else cond.REASON_RUNNING
     if ledger.complete and inputs.archive_waiting:
         final_message += f"; {inputs.archive_waiting} attempts wait to be archived"
-    elif ledger.complete and not complete:
+    elif ledger.complete and checking and not check_done:
         reason = cond.REASON_CHECKING_GRADER
         final_message += "; the grader stability check runs"
         if check is not None:
             final_message += f" ({check.get('doneGradings')}/{check.get('gradings')} gradings)"
+    elif ledger.complete and inputs.letting_go:
+        final_message += f"; {inputs.letting_go} finished pods wait to be released"
     conditions = _set(
         conditions,
         cond.COMPLETE,

@@ -3,8 +3,8 @@
 `FakeServerKube` is the real `passhat.operator.kube.Kube` (its pools, retries, error
 mapping, slow-start stops) with only `_once`, the one HTTP round trip, answered by a
 `FakeServer`: evals (GET, status PATCH with the resourceVersion precondition), pods
-(LIST by eval uid without the recorded label, POST with 409 on a taken name, the JSON
-patch that releases a finalizer and labels a pod recorded, DELETE) and a ResourceQuota
+(LIST by eval uid without the recorded label, POST with 409 on a taken name, the strategic
+merge patch that releases a finalizer and labels a pod recorded, DELETE) and a ResourceQuota
 of non-terminal pods per namespace (403 "exceeded quota", as the API server answers).
 Each request takes `latency_s` (the API server's round trip) and is counted by
 (method, namespace) and by POST outcome. A kubelet ends pods `duration_s` after their
@@ -134,11 +134,14 @@ class FakeServer:
             return 404, {"message": "not found"}
         meta = pod["metadata"]
         if method == "PATCH":
-            for op in body:
-                if op["op"] == "remove":
-                    meta["finalizers"].pop(int(op["path"].rsplit("/", 1)[1]))
-                elif op["op"] == "add":
-                    meta["labels"][LABEL_RECORDED] = op["value"]
+            # NB: the strategic merge patch of `Kube._patch_out_finalizer`
+            patch = body["metadata"]
+            if patch.get("uid") not in (None, meta.get("uid")):
+                return 422, {"message": "metadata.uid: field is immutable"}
+            gone = set(patch.get("$deleteFromPrimitiveList/finalizers") or [])
+            meta["finalizers"] = [f for f in meta.get("finalizers") or [] if f not in gone]
+            meta["labels"].update(patch.get("labels") or {})
+            meta.setdefault("annotations", {}).update(patch.get("annotations") or {})
         elif method == "DELETE":
             meta["deletionTimestamp"] = "2026-01-01T00:00:00Z"
         if meta.get("deletionTimestamp") and not meta.get("finalizers"):

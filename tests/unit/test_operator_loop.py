@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import copy
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import pytest
@@ -163,6 +163,7 @@ class Harness:
                 self.loop = self.new_loop()
                 continue
             if result.state is PassState.DONE:
+                self.api.kill_at = None  # NB: a kill armed for a later call never comes
                 return
         raise AssertionError("the eval did not finish")
 
@@ -576,7 +577,11 @@ def test_recorded_but_unreleased_pod_is_only_released() -> None:
     ]
     del harness.api.settle  # NB: back to FakeApi.settle
     harness.loop = harness.new_loop()
+    # NB: the pass that keeps the pod, then the one that writes Complete (none is left)
+    assert harness.loop.run_pass().state is PassState.CONTINUE
+    assert condition_status(harness.status, "Complete") == "False"
     assert harness.loop.run_pass().state is PassState.DONE
+    assert condition_status(harness.status, "Complete") == "True"
     assert len(harness.recorded) == 1
     assert harness.api.writes["keep"] == 1 and harness.api.writes["delete"] == 0
     assert harness.api.kept_pods() == [name]
@@ -593,11 +598,66 @@ def test_recorded_pod_that_still_runs_is_deleted_not_kept() -> None:
     ended = terminated(0, reason="Completed", now=now, start=now)
     sidecar = {"name": "proxy", "state": {"running": {}}}
     pod["status"] = {"phase": "Running", "containerStatuses": [ended, sidecar]}
+    assert harness.loop.run_pass().state is PassState.CONTINUE
     assert harness.loop.run_pass().state is PassState.DONE
     assert SlotLedger.unpack(harness.status["ledger"]).is_final(0, 0)
     assert harness.api.pods == {}
     assert harness.api.writes["keep"] == 0
     assert harness.api.writes["release"] == harness.api.writes["delete"] == 1
+
+
+def defer_lets_go(api: FakeApi) -> Callable[[], None]:
+    """Make `api` let pods go later, as the real `Kube`'s release pool does: keeps and
+    releases wait until the returned flush runs; meanwhile `list_pods` leaves their
+    pods out and `releasing` counts them."""
+    later: list[tuple[str, str, Mapping[str, Any]]] = []
+    settle, list_pods = api.settle, api.list_pods
+
+    def settle_later(namespace: str, **kw: Any) -> list[str]:
+        later.extend((namespace, "keep", pod) for pod in kw.pop("keep"))
+        later.extend((namespace, "release", pod) for pod in kw.pop("release"))
+        return settle(namespace, keep=[], release=[], **kw)
+
+    def list_without_in_flight(namespace: str, eval_uid: str) -> list[dict[str, Any]]:
+        going = {pod["metadata"]["name"] for _, _, pod in later}
+        return [p for p in list_pods(namespace, eval_uid) if p["metadata"]["name"] not in going]
+
+    def flush() -> None:
+        for namespace, kind, pod in later:
+            (api.keep_pods if kind == "keep" else api.release_pods)(namespace, [pod])
+        later.clear()
+
+    api.settle = settle_later  # type: ignore[method-assign]
+    api.list_pods = list_without_in_flight  # type: ignore[method-assign]
+    api.releasing = lambda namespace, eval_uid: len(later)  # type: ignore[method-assign]
+    return flush
+
+
+def test_an_eval_is_complete_only_once_every_pod_is_let_go() -> None:
+    """As a Job is Complete only once no pod holds its tracking finalizer: the pass that
+    records the last outcomes writes Complete=False (its keeps are still to go out), a
+    pass while they are in flight writes nothing and goes on, and the first pass after
+    they landed writes Complete=True with every pod kept and labelled recorded."""
+    harness = Harness(0, body=spec(tasks=[{"id": "a"}, {"id": "b"}], trials=2, ks=[1]))
+    flush = defer_lets_go(harness.api)
+    harness.loop.run_pass()
+    for name in list(harness.api.pods):
+        harness.finish(name, 0)
+    harness.clock.now += 1
+    assert harness.loop.run_pass().state is PassState.CONTINUE
+    complete = next(c for c in harness.status["conditions"] if c["type"] == "Complete")
+    assert complete["status"] == "False"
+    assert complete["message"] == "4/4 trial slots final; 4 finished pods wait to be released"
+    assert harness.api.pods_with_finalizer() != []
+    writes = harness.api.writes["status"]
+    assert harness.loop.run_pass().state is PassState.CONTINUE  # NB: still in flight
+    assert harness.api.writes["status"] == writes
+    flush()
+    assert harness.loop.run_pass().state is PassState.DONE
+    assert condition_status(harness.status, "Complete") == "True"
+    assert harness.status["phase"] == "Succeeded"
+    assert harness.api.pods_with_finalizer() == []
+    assert len(harness.api.kept_pods()) == 4
 
 
 def test_leftover_of_a_finished_eval_is_kept() -> None:
@@ -637,6 +697,7 @@ def test_recorded_pod_whose_phase_lags_is_kept() -> None:
     now = harness.clock.now
     ended = terminated(0, reason="Completed", now=now, start=now)
     harness.api.pods[name]["status"] = {"phase": "Running", "containerStatuses": [ended]}
+    assert harness.loop.run_pass().state is PassState.CONTINUE
     assert harness.loop.run_pass().state is PassState.DONE
     assert harness.api.kept_pods() == [name]
     assert harness.api.writes["delete"] == 0

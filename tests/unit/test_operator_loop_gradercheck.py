@@ -486,9 +486,9 @@ def test_status_grader_check_stays_small_at_its_bounds() -> None:
 
 def test_a_finishing_pass_writes_status_even_when_nothing_else_changed() -> None:
     """An older CRD stored the eval pruned (no stabilityCheck, no graderCheck) while its
-    status said CheckingGrader: the next operator's pass lets the grader pods go and,
-    finishing, writes Complete=True; it never stops the daemon on a status that says the
-    eval still runs."""
+    status said CheckingGrader: the next operator's pass lets the grader pods go, and the
+    pass after it, finishing, writes Complete=True; it never stops the daemon on a status
+    that says the eval still runs."""
     harness = Harness(0, body=check_spec(), grader=hangs)
     for _ in range(3000):
         harness.clock.now += 1.0
@@ -500,6 +500,9 @@ def test_a_finishing_pass_writes_status_even_when_nothing_else_changed() -> None
     del stored["spec"]["grading"]["stabilityCheck"]
     del stored["status"]["graderCheck"]
     harness.loop = harness.new_loop()
+    assert condition_status(harness.status, "Complete") == "False"
+    assert harness.loop.run_pass().state is PassState.CONTINUE
+    assert harness.api.pods_with_finalizer() == []
     assert condition_status(harness.status, "Complete") == "False"
     assert harness.loop.run_pass().state is PassState.DONE
     assert condition_status(harness.status, "Complete") == "True"
