@@ -55,6 +55,7 @@ from passhat.operator.pods import (
     LABEL_EVAL_UID,
     LABEL_GRADING,
     LABEL_RECORDED,
+    let_go_already,
 )
 from passhat.operator.slimpod import decode_pod, slim_pod
 
@@ -737,6 +738,8 @@ class Kube:
         for pod in self._ours(namespace, keep):
             self._release_later(namespace, pod, self._keep_pod, before)
         for pod in self._ours(namespace, release):
+            if let_go_already(pod):
+                continue  # NB: nothing to send, and no wake-up for nothing (a pass per 0.1 s)
             self._release_later(namespace, pod, self._release_pod, before)
         stop = threading.Event()
 
@@ -905,25 +908,32 @@ class Kube:
         lists the pod again."""
         meta = pod.get("metadata") or {}
         key = (namespace, str(meta.get("name")))
-        uid = str((meta.get("labels") or {}).get(LABEL_EVAL_UID, ""))
+        # NB: the eval that made the pod (signed), not its label, which a user may change
+        uid = self._signer.owner_uid(pod) or ""
         with self._releasing_lock:
             if key in self._releasing:
                 return
             self._releasing[key] = uid
 
         def run() -> None:
+            done = False
             try:
                 if before is not None:
                     before(pod)
                 release(namespace, pod)
                 self.pods.forget(namespace, str(meta.get("uid")))
+                done = True
             except Exception as err:  # NB: the pod is listed again and released again
                 logger.warning("could not release pod %s/%s: %s", *key, err)
             finally:
                 with self._releasing_lock:
                     self._releasing.pop(key, None)
                     self._note_released(key)
-                if self.on_released is not None and uid:
+                # NB: a failed release wakes no pass: the eval's next pass (its resync at
+                # the latest) tries again, where a wake-up would retry every 0.1 s (an
+                # admission policy refusing the patch for good: a finished eval's daemon
+                # spun, Complete waiting for the release)
+                if done and self.on_released is not None and uid:
                     self.on_released(uid)
 
         try:

@@ -80,6 +80,7 @@ from passhat.operator.pods import (
     EvalRef,
     PodKey,
     build_pod,
+    let_go_already,
     pod_key,
     pod_name,
 )
@@ -596,9 +597,13 @@ class EvalLoop:
         # `kubectl wait --for=condition=Complete` then finds every pod as it stays (kept
         # and labelled recorded, a grader pod's transcript emptied) or gone. The release
         # wakes the daemon (Kube.on_released), whose next pass writes Complete.
-        letting_go = len(done) + releasing
-        if check is not None:
-            letting_go += len(check.keep) + len(check.release)
+        # NB: a pod with nothing left to release (ours out, Terminating for someone else's
+        # finalizer or its grace) is let go: `Kube.settle` sends nothing for it
+        letting_go = releasing + sum(
+            1
+            for pod in (*done, *(check.keep if check else ()), *(check.release if check else ()))
+            if not let_go_already(pod)
+        )
 
         status: dict[str, Any] | None = None
         creating = 0 if self._pacer.refusal else len(to_create)
@@ -633,7 +638,10 @@ class EvalLoop:
             # NB: a finishing pass always writes status: the daemon stops after it
             idle = False
         defer = self._defer_write(
-            recorded, now, plain=not (stopping or finished or start_problem) and check is None
+            recorded,
+            now,
+            # NB: the pass that makes every slot final writes now: Complete waits for it
+            plain=not (stopping or ledger.complete or start_problem) and check is None,
         )
         if defer is not None:
             # NB: nothing of this pass's outcomes leaves memory: their pods stay held and

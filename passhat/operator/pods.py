@@ -41,6 +41,7 @@ __all__ = [
     "PodKey",
     "build_pod",
     "eval_owner",
+    "let_go_already",
     "pod_key",
     "pod_name",
     "restrict_container",
@@ -113,6 +114,13 @@ def pod_key(pod: Mapping[str, Any]) -> PodKey | None:
     except (KeyError, TypeError, ValueError):
         return None
     return key if min(key.task, key.trial, key.attempt) >= 0 else None
+
+
+def let_go_already(pod: Mapping[str, Any]) -> bool:
+    """Whether releasing `pod` has nothing left to do: our finalizer is out and the pod is
+    being deleted (it stays, Terminating, for someone else's finalizer or its grace)."""
+    meta = pod.get("metadata") or {}
+    return FINALIZER not in (meta.get("finalizers") or []) and bool(meta.get("deletionTimestamp"))
 
 
 def eval_owner(meta: Mapping[str, Any], uid: str) -> str | None:

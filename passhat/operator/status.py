@@ -80,9 +80,9 @@ class StatusInputs:
     infra_errors_by_reason: Mapping[str, int] = field(default_factory=dict)
     # Recorded attempts not yet in the record store (0 when no store is configured).
     archive_waiting: int = 0
-    # Finished pods of the eval that still hold our finalizer: let go after this pass's
-    # write or in flight. As a Job is `Complete` only once it removed every pod's
-    # tracking finalizer, the eval is not `Complete` while any is left.
+    # The eval's pods still to be kept or released: after this pass's write, or in
+    # flight. As a Job is `Complete` only once it removed every pod's tracking
+    # finalizer, the eval is not `Complete` while any is left.
     letting_go: int = 0
     # The record store's last error while archiving this eval's attempts, if it failed.
     archive_error: str | None = None
@@ -172,7 +172,7 @@ def build_status(inputs: StatusInputs) -> dict[str, Any]:
         if check is not None:
             final_message += f" ({check.get('doneGradings')}/{check.get('gradings')} gradings)"
     elif ledger.complete and inputs.letting_go:
-        final_message += f"; {inputs.letting_go} finished pods wait to be released"
+        final_message += f"; {inputs.letting_go} pods wait to be kept or released"
     conditions = _set(
         conditions,
         cond.COMPLETE,

@@ -647,7 +647,7 @@ def test_an_eval_is_complete_only_once_every_pod_is_let_go() -> None:
     assert harness.loop.run_pass().state is PassState.CONTINUE
     complete = next(c for c in harness.status["conditions"] if c["type"] == "Complete")
     assert complete["status"] == "False"
-    assert complete["message"] == "4/4 trial slots final; 4 finished pods wait to be released"
+    assert complete["message"] == "4/4 trial slots final; 4 pods wait to be kept or released"
     assert harness.api.pods_with_finalizer() != []
     writes = harness.api.writes["status"]
     assert harness.loop.run_pass().state is PassState.CONTINUE  # NB: still in flight
