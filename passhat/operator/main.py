@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
 import dataclasses
 import logging
 import os
@@ -179,6 +180,24 @@ def allow_api_depth() -> None:
     threading.stack_size(max(threading.stack_size(), _THREAD_STACK_BYTES))
 
 
+# mallopt(3)'s M_ARENA_MAX.
+_M_ARENA_MAX = -8
+
+
+def bound_malloc_arenas(arenas: int) -> bool:
+    """Cap glibc's malloc arenas at `arenas` for threads that start from now on (mallopt
+    M_ARENA_MAX). False when nothing was set: `arenas` is 0, $MALLOC_ARENA_MAX is set (it
+    wins), or the C library is not glibc (musl, macOS: no such option)."""
+    if arenas <= 0 or "MALLOC_ARENA_MAX" in os.environ:
+        return False
+    try:
+        mallopt = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError):
+        return False
+    mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
+    return bool(mallopt(_M_ARENA_MAX, arenas) == 1)
+
+
 def run_operator(options: OperatorOptions) -> None:
     """Serve ConsistencyEvals until a signal stops the operator (blocks).
 
@@ -186,6 +205,8 @@ def run_operator(options: OperatorOptions) -> None:
     """
     if not 0 <= options.metrics_port <= 65535:
         raise UsageError(f"--metrics-port {options.metrics_port}: must be 0..65535")
+    # NB: first, before the threads whose arenas it caps
+    bound_malloc_arenas(options.config.malloc_arena_max)
     try:
         pod_key = load_pod_key(options.pod_key_file)
     except (OSError, ValueError) as err:

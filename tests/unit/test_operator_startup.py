@@ -5,6 +5,9 @@ from __future__ import annotations
 import datetime
 import itertools
 import logging
+import os
+import subprocess
+import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -309,3 +312,52 @@ def test_kopf_never_gives_an_api_call_up(served: Callable[[list[str]], None]) ->
     first = list(itertools.islice(iter(backoffs), 1000))
     assert first[:8] == [1, 1, 2, 3, 5, 8, 13, 21] and first[8:] == [30.0] * 992
     assert list(itertools.islice(iter(backoffs), 3)) == [1, 1, 2]  # NB: afresh
+
+
+_ARENAS = """
+import ctypes, sys, tempfile, threading
+from passhat.operator.main import bound_malloc_arenas
+
+print(bound_malloc_arenas(int(sys.argv[1])))
+barrier = threading.Barrier(12)
+
+def work() -> None:
+    blocks = [bytearray(4096) for _ in range(64)]  # NB: beyond pymalloc: glibc's malloc
+    barrier.wait()  # NB: all alive at once, or an ended thread's arena is reused
+    del blocks
+
+threads = [threading.Thread(target=work) for _ in range(12)]
+for thread in threads:
+    thread.start()
+for thread in threads:
+    thread.join()
+libc = ctypes.CDLL(None)
+libc.fopen.restype = ctypes.c_void_p
+with tempfile.NamedTemporaryFile("r") as out:
+    stream = ctypes.c_void_p(libc.fopen(out.name.encode(), b"w"))
+    libc.malloc_info(0, stream)
+    libc.fclose(stream)
+    print(out.read().count("<heap nr="))
+"""
+
+
+@pytest.mark.parametrize(
+    ("arenas", "env", "capped"),
+    [(2, {}, True), (0, {}, False), (2, {"MALLOC_ARENA_MAX": "64"}, False)],
+)
+def test_the_operator_caps_glibcs_malloc_arenas(
+    arenas: int, env: dict[str, str], capped: bool
+) -> None:
+    """`malloc_arena_max` (2): 12 threads allocating at once share 2 arenas, where
+    glibc's default gives each its own; 0, or $MALLOC_ARENA_MAX set, leaves glibc alone."""
+    done = subprocess.run(
+        [sys.executable, "-c", _ARENAS, str(arenas)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+        env={**os.environ, **env},
+    )
+    applied, heaps = done.stdout.split()
+    assert applied == str(capped)
+    assert (int(heaps) <= 2) is capped, heaps
