@@ -92,6 +92,10 @@ class OperatorConfig:
     # pools' 30-odd threads kept freed memory in theirs: at 100,000 trials the arenas grew
     # from 14 to 30 MiB of the RSS (#22); the GIL serializes most allocations anyway.
     malloc_arena_max: int = 2
+    # Every this many seconds the free pages inside glibc's heaps go back to the kernel
+    # (malloc_trim(0)); glibc itself returns only a heap's top, and the pages between
+    # live chunks stayed in the RSS (#22). 0: never.
+    malloc_trim_interval_s: float = 30.0
     # While the API server refuses creates for now (403 quota/admission, 429), an eval's
     # creates back off from this delay, doubling per refused pass up to the max.
     create_backoff_initial_s: float = 1.0

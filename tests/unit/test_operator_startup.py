@@ -361,3 +361,37 @@ def test_the_operator_caps_glibcs_malloc_arenas(
     applied, heaps = done.stdout.split()
     assert applied == str(capped)
     assert (int(heaps) <= 2) is capped, heaps
+
+
+_TRIM = """
+import sys, time
+from passhat.operator.main import trim_malloc_every
+
+def rss_mib() -> float:
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * 4096 / 2**20
+
+blocks = [bytearray(8192) for _ in range(20_000)]  # NB: beyond pymalloc: glibc's heap
+kept = blocks[::64]  # NB: live chunks all along the heap: nothing on its top to give back
+del blocks
+before = rss_mib()
+print(trim_malloc_every(float(sys.argv[1])) is not None)
+time.sleep(0.5)
+print(before - rss_mib())
+"""
+
+
+@pytest.mark.parametrize(("interval_s", "trims"), [(0.05, True), (0.0, False)])
+def test_the_operator_gives_free_heap_pages_back(interval_s: float, trims: bool) -> None:
+    """`malloc_trim_interval_s`: the pages of ~150 MiB freed between live chunks leave the
+    RSS within the interval; 0 leaves them."""
+    done = subprocess.run(
+        [sys.executable, "-c", _TRIM, str(interval_s)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    started, freed_mib = done.stdout.split()
+    assert started == str(trims)
+    assert (float(freed_mib) > 100) is trims, freed_mib
