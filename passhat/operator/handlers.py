@@ -120,6 +120,11 @@ class OperatorRuntime:
         if entry is None:
             return False
         loop, event = entry
+        if event.is_set():
+            # NB: a pass is due and has not started (the daemon clears the event before
+            # each pass), so it sees what this wake-up is for (events are applied before
+            # they wake); spares the loop a wake-up per pod event (~6 per trial, #22)
+            return True
         try:
             loop.call_soon_threadsafe(event.set)
         except RuntimeError:  # NB: the loop closed: the operator is exiting
@@ -341,6 +346,8 @@ async def run_eval(
         on_recorded=_on_recorded,
         on_status=_on_status,
         archiver=runtime.archiver,
+        # NB: kopf's daemon body is live: kopf replaces it with each watch event of the eval
+        watched_version=lambda: str(body.metadata.get("resourceVersion") or ""),
     )
     lock = runtime.lock(ref.uid)
 

@@ -921,7 +921,7 @@ class Kube:
                 if before is not None:
                     before(pod)
                 release(namespace, pod)
-                self.pods.forget(namespace, str(meta.get("uid")))
+                self.pods.forget(namespace, key[1], str(meta.get("uid")))
                 done = True
             except Exception as err:  # NB: the pod is listed again and released again
                 logger.warning("could not release pod %s/%s: %s", *key, err)

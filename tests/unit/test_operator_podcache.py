@@ -53,7 +53,7 @@ def test_a_released_pod_stays_hidden_until_its_deleted_event() -> None:
     name with another uid is a new pod."""
     cache = PodCache()
     cache.replace("ns", [pod("a", "u-a"), pod("b", "u-b")])
-    cache.forget("ns", "u-a")
+    cache.forget("ns", "a", "u-a")
     assert names(cache.pods("ns", "e1")) == ["b"]
     cache.apply("ns", "MODIFIED", pod("a", "u-a", phase="Succeeded"))  # NB: an older event
     cache.replace("ns", [pod("a", "u-a"), pod("b", "u-b")])  # NB: a LIST from before
@@ -67,7 +67,7 @@ def test_a_list_without_a_released_pod_drops_its_mark() -> None:
     """A released pod a LIST no longer shows has left for good: nothing is remembered."""
     cache = PodCache()
     cache.replace("ns", [pod("a", "u-a")])
-    cache.forget("ns", "u-a")
+    cache.forget("ns", "a", "u-a")
     cache.replace("ns", [])
     assert cache._released["ns"] == set()
 
@@ -109,3 +109,12 @@ def test_kube_with_the_cache_off_never_reads_it() -> None:
     api._pod_event("ns", {"type": "ADDED", "object": pod("a", "u-a")}, lambda *_: None)
     assert api.pods.pods("ns", "e1") is None
     api.close()
+
+
+def test_forgetting_a_pod_leaves_a_newer_one_of_its_name() -> None:
+    """`forget` goes by name and uid: a newer pod that took the name stays listed."""
+    cache = PodCache()
+    cache.replace("ns", [pod("a", "u-new"), pod("b", "u-b")])
+    cache.forget("ns", "a", "u-old")
+    cache.forget("ns", "b", "u-b")
+    assert names(cache.pods("ns", "e1")) == ["a"]
