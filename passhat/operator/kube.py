@@ -735,12 +735,12 @@ class Kube:
         create: Sequence[Mapping[str, Any]],
         before: Callable[[Mapping[str, Any]], None] | None = None,
     ) -> list[str]:
-        for pod in self._ours(namespace, keep):
-            self._release_later(namespace, pod, self._keep_pod, before)
-        for pod in self._ours(namespace, release):
+        for pod, owner in self._ours(namespace, keep):
+            self._release_later(namespace, pod, owner, self._keep_pod, before)
+        for pod, owner in self._ours(namespace, release):
             if let_go_already(pod):
                 continue  # NB: nothing to send, and no wake-up for nothing (a pass per 0.1 s)
-            self._release_later(namespace, pod, self._release_pod, before)
+            self._release_later(namespace, pod, owner, self._release_pod, before)
         stop = threading.Event()
 
         def create_one(pod: Mapping[str, Any]) -> str | None:
@@ -762,7 +762,7 @@ class Kube:
             _eval_key(namespace, pods),
             [
                 functools.partial(self._release_pod, namespace, pod)
-                for pod in self._ours(namespace, pods)
+                for pod, _ in self._ours(namespace, pods)
             ],
         )
 
@@ -880,14 +880,17 @@ class Kube:
 
     # -- helpers ----------------------------------------------------------------------------
 
-    def _ours(self, namespace: str, pods: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
-        """The pods the operator made, with a uid (the preconditions need it); the others
-        are logged and left alone."""
-        mine: list[Mapping[str, Any]] = []
+    def _ours(
+        self, namespace: str, pods: Sequence[Mapping[str, Any]]
+    ) -> list[tuple[Mapping[str, Any], str]]:
+        """The pods the operator made, with a uid (the preconditions need it), each with
+        the uid of the eval that made it (signed); the others are logged and left alone."""
+        mine: list[tuple[Mapping[str, Any], str]] = []
         for pod in pods:
             meta = pod.get("metadata") or {}
-            if meta.get("uid") and self._signer.owner_uid(pod) is not None:
-                mine.append(pod)
+            owner = self._signer.owner_uid(pod) if meta.get("uid") else None
+            if owner is not None:
+                mine.append((pod, owner))
             else:
                 logger.warning(
                     "not touching pod %s/%s: the operator did not create it",
@@ -900,20 +903,20 @@ class Kube:
         self,
         namespace: str,
         pod: Mapping[str, Any],
+        owner: str,
         release: Callable[[str, Mapping[str, Any]], None],
         before: Callable[[Mapping[str, Any]], None] | None = None,
     ) -> None:
         """Run `before(pod)`, then `release(namespace, pod)`, on the release pool;
         `list_pods` hides the pod until it is done. A failure is logged: the next pass
-        lists the pod again."""
+        lists the pod again. `owner`: the uid of the eval that made the pod (signed, from
+        `_ours`), not its label, which a user may change."""
         meta = pod.get("metadata") or {}
         key = (namespace, str(meta.get("name")))
-        # NB: the eval that made the pod (signed), not its label, which a user may change
-        uid = self._signer.owner_uid(pod) or ""
         with self._releasing_lock:
             if key in self._releasing:
                 return
-            self._releasing[key] = uid
+            self._releasing[key] = owner
 
         def run() -> None:
             done = False
@@ -933,8 +936,8 @@ class Kube:
                 # the latest) tries again, where a wake-up would retry every 0.1 s (an
                 # admission policy refusing the patch for good: a finished eval's daemon
                 # spun, Complete waiting for the release)
-                if done and self.on_released is not None and uid:
-                    self.on_released(uid)
+                if done and self.on_released is not None and owner:
+                    self.on_released(owner)
 
         try:
             self._release_pool.submit(_eval_key(namespace, [pod]), run)

@@ -617,9 +617,9 @@ class EvalLoop:
         # eval is not Complete while a pod is let go after this pass's write or in flight:
         # `kubectl wait --for=condition=Complete` then finds every pod as it stays (kept
         # and labelled recorded, a grader pod's transcript emptied) or gone. The release
-        # wakes the daemon (Kube.on_released), whose next pass writes Complete.
-        # NB: a pod with nothing left to release (ours out, Terminating for someone else's
-        # finalizer or its grace) is let go: `Kube.settle` sends nothing for it
+        # wakes the daemon (Kube.on_released), whose next pass writes Complete. A pod with
+        # nothing left to release (ours out, Terminating for someone else's finalizer or
+        # its grace) is let go already: `Kube.settle` sends nothing for it.
         letting_go = releasing + sum(
             1
             for pod in (*done, *(check.keep if check else ()), *(check.release if check else ()))
