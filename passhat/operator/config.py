@@ -26,6 +26,11 @@ class OperatorConfig:
     pod_key: bytes = field(default=PROCESS_KEY, repr=False)
     # A pass runs at least this often even when no pod event arrives.
     resync_interval_s: float = 3.0
+    # A pass uses the eval it last read or wrote, without a GET, while kopf's watch of
+    # evals shows that version (loop.EvalLoop._read_eval), for at most this long: kopf's
+    # view lags the API server by its batching, and by up to its watch's inactivity
+    # timeout when a stream stalls, so a spec edit is seen within this long regardless.
+    eval_reread_s: float = 3.0
     # Passes of one eval are at least this far apart (wake-ups in between coalesce). It
     # bounds how soon a slot freed by a finished pod gets its next pod: 0.3 s (before #22's
     # session 17) left a slot empty 0.10 s at the median, 0.27-0.36 s at p90, 1.10 x the

@@ -811,18 +811,26 @@ class Kube:
         that LIST's resourceVersion, applying each event to the cache before `on_event`
         (a pass woken by an event sees it); a failed watch unsyncs the namespace's cache
         (passes LIST straight from the API server until the next call has listed again).
+        A watch the server ended (its timeout) is resumed by the next call from the last
+        event's resourceVersion, without a LIST, as client-go's reflector resumes; a 410
+        (that version is too old) fails it, and the call after LISTs.
         """
         from kubernetes.watch.watch import iter_resp_lines
 
         selector = f"{LABEL_EVAL_UID},{_UNRECORDED}"
         path = f"/api/v1/namespaces/{namespace}/pods"
         query = {"labelSelector": selector, "watch": "true", "timeoutSeconds": "240"}
+        resume: dict[str, str] = self._local.__dict__.setdefault("resume", {})
+        self._local.event_rv = ""
         try:
             if self._config.pod_cache:
-                self._local.list_rv = ""
-                self.pods.replace(namespace, self._list_slim(path, selector))
-                if self._local.list_rv:
-                    query["resourceVersion"] = self._local.list_rv
+                since = resume.pop(namespace, "")
+                if not (since and self.pods.synced(namespace)):
+                    self._local.list_rv = ""
+                    self.pods.replace(namespace, self._list_slim(path, selector))
+                    since = self._local.list_rv
+                if since:
+                    query["resourceVersion"] = since
             protobuf = self._config.pod_protobuf
             method, url, headers, _, _ = self._client.param_serialize(
                 method="GET",
@@ -842,15 +850,18 @@ class Kube:
                     body = response.response
                     for kind, pod in protowire.watch_events(body.read1):
                         self._pod_event(namespace, {"type": kind, "object": pod}, on_event)
-                    return
-                for line in iter_resp_lines(response.response):  # type: ignore[no-untyped-call]
-                    if line:
-                        event = json.loads(line)
-                        if isinstance(event.get("object"), dict) and event["type"] != "ERROR":
-                            event["object"] = slim_pod(event["object"])
-                        self._pod_event(namespace, event, on_event)
+                else:
+                    for line in iter_resp_lines(response.response):  # type: ignore[no-untyped-call]
+                        if line:
+                            event = json.loads(line)
+                            if isinstance(event.get("object"), dict) and event["type"] != "ERROR":
+                                event["object"] = slim_pod(event["object"])
+                            self._pod_event(namespace, event, on_event)
             finally:
                 response.response.release_conn()
+            # NB: ended by the server, every event applied: the next watch goes on from here
+            if self._config.pod_cache:
+                resume[namespace] = self._local.event_rv or since
         except BaseException as err:
             if isinstance(err, protowire.ProtoError):
                 # NB: a pod event the reader cannot read (a pod a hostile client wrote):
@@ -876,6 +887,7 @@ class Kube:
             raise ApiError("watch", int(code or 0), str(obj.get("message") or obj))
         if kind in ("ADDED", "MODIFIED", "DELETED") and self._config.pod_cache:
             self.pods.apply(namespace, kind, obj)
+            self._local.event_rv = str((obj.get("metadata") or {}).get("resourceVersion") or "")
         on_event(kind, obj)
 
     # -- helpers ----------------------------------------------------------------------------

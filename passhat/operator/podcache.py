@@ -14,7 +14,7 @@ A cache may lag the API server; the loop is written so that a lagging list only 
 (docs/operator.md, *Why it is exact*): it never decides an outcome, a taken name or a
 missing pod from the list alone. What the cache adds for that:
 
-- `forget(namespace, uid)` after the operator released a pod (finalizer out): the pod is
+- `forget(namespace, name, uid)` after the operator released a pod (finalizer out): the pod is
   hidden from then on, also when an older event or a LIST that started before the release
   shows it again, until its DELETED event (it left the selector: labelled recorded, or
   deleted) or a LIST without it. After its release the operator has nothing left to do
@@ -71,6 +71,11 @@ class PodCache:
                     del pods[name]
             elif kind in ("ADDED", "MODIFIED") and uid not in released:
                 pods[name] = pod
+
+    def synced(self, namespace: str) -> bool:
+        """Whether the namespace's cache holds a LIST and every watch event since."""
+        with self._lock:
+            return namespace in self._synced
 
     def unsync(self, namespace: str) -> None:
         """The watch failed: passes LIST from the API server until the next `replace`."""

@@ -22,6 +22,7 @@ from passhat.operator.ownership import PodSigner
 from passhat.operator.pods import (
     ANNOTATION_TRANSCRIPT,
     FINALIZER,
+    LABEL_EVAL_UID,
     LABEL_GRADING,
     PodKey,
     pod_key,
@@ -632,5 +633,66 @@ def test_a_watch_refused_with_401_reloads_the_credentials_for_the_next() -> None
                 kube.watch_pods("ns", lambda kind, pod: None)
             assert refused.value.status == 401
         assert sent == ["Bearer token-0", "Bearer token-1"]
+    finally:
+        kube.close()
+
+
+class _Stream(_Answer):
+    """A watch's answer: JSON lines, streamed."""
+
+    def stream(self, amt: Any = None, decode_content: bool = False) -> Any:
+        yield self._content
+
+
+def _watched(name: str, rv: str) -> bytes:
+    pod = {
+        "metadata": {
+            "name": name,
+            "uid": f"u-{name}",
+            "resourceVersion": rv,
+            "labels": {LABEL_EVAL_UID: "e1"},
+        }
+    }
+    return json.dumps({"type": "ADDED", "object": pod}).encode() + b"\n"
+
+
+def test_a_watch_the_server_ended_is_resumed_without_a_list() -> None:
+    """As client-go's reflector: the first watch LISTs and watches from the LIST's
+    resourceVersion; one the server ended (its timeout) is resumed from the last event's
+    resourceVersion with no LIST; a failed one (a 410) LISTs again."""
+    configuration, _ = _reloading_configuration(reinstalls=False)
+    kube = Kube(configuration, OperatorConfig(pod_protobuf=False))
+    lists: list[str] = []
+    watched_from: list[str] = []
+
+    def list_slim(path: str, selector: str, **_: Any) -> list[dict[str, Any]]:
+        lists.append(path)
+        kube._local.list_rv = "100"
+        return []
+
+    answers = [
+        _Stream(200, _watched("a", "101") + _watched("b", "105")),
+        _Stream(200, b""),  # NB: nothing happened in its 240 s
+        _Stream(200, b'{"type": "ERROR", "object": {"code": 410, "message": "too old"}}\n'),
+        _Stream(200, _watched("c", "300")),
+    ]
+
+    def call_api(method: str, url: str, **_: Any) -> _Answer:
+        query = urllib.parse.parse_qs(urllib.parse.urlsplit(url).query)
+        watched_from.append(query["resourceVersion"][0])
+        return answers.pop(0)
+
+    kube._list_slim = list_slim  # type: ignore[method-assign]
+    kube._client.call_api = call_api  # type: ignore[method-assign,assignment]
+    try:
+        kube.watch_pods("ns", lambda kind, pod: None)
+        kube.watch_pods("ns", lambda kind, pod: None)
+        with pytest.raises(ApiError):
+            kube.watch_pods("ns", lambda kind, pod: None)
+        assert not kube.pods.synced("ns")
+        kube.watch_pods("ns", lambda kind, pod: None)
+        assert watched_from == ["100", "105", "105", "100"]
+        assert len(lists) == 2
+        assert sorted(pod["metadata"]["name"] for pod in kube.pods.pods("ns", "e1") or []) == ["c"]
     finally:
         kube.close()

@@ -308,11 +308,29 @@ def test_a_pass_reads_the_eval_it_wrote_while_the_watch_shows_that_version() -> 
 
     harness.run(between=count)
     assert comparable(harness.status) == comparable(reference.status)
+    # NB: each pass here writes status, and a write's answer is the eval at its version
     assert len(harness.api.eval_reads) < passes / 4, (len(harness.api.eval_reads), passes)
     bumped = Harness(0, watch=True)
     bumped.run(between=lambda: bumped.api.bump_eval("demo"), steps=6000)
     assert comparable(bumped.status) == comparable(reference.status)
     assert_kept_one_pod_per_attempt(bumped)
+
+
+def test_a_stalled_watch_of_evals_delays_an_edit_by_at_most_eval_reread_s() -> None:
+    """The watch of evals stuck at the version the loop holds (kopf's stream stalled) while
+    someone else changes the eval: passes that write nothing go on with the version they
+    hold for at most `eval_reread_s` (3 s), then GET it."""
+    harness = Harness(0, watch=True)
+    harness.loop.run_pass()
+    harness.watched_rv = harness.api.evals["demo"]["metadata"]["resourceVersion"]
+    harness.api.bump_eval("demo")
+    edited = harness.api.evals["demo"]["metadata"]["resourceVersion"]
+    seen = []
+    for _ in range(4):
+        harness.clock.now += 1.0
+        harness.loop.run_pass()
+        seen.append(harness.loop._read_rv == edited)
+    assert seen == [False, False, True, True]
 
 
 @pytest.mark.parametrize("seed", [21, 22, 23, 24])
