@@ -28,7 +28,7 @@ import time
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 import kopf
 
@@ -184,15 +184,20 @@ def allow_api_depth() -> None:
 _M_ARENA_MAX = -8
 
 
+def _glibc(name: str) -> Any | None:
+    """The C library's function `name`; None where there is none (not glibc)."""
+    try:
+        return getattr(ctypes.CDLL(None), name)
+    except (OSError, AttributeError):
+        return None
+
+
 def bound_malloc_arenas(arenas: int) -> bool:
     """Cap glibc's malloc arenas at `arenas` for threads that start from now on (mallopt
     M_ARENA_MAX). False when nothing was set: `arenas` is 0, $MALLOC_ARENA_MAX is set (it
     wins), or the C library is not glibc (musl, macOS: no such option)."""
-    if arenas <= 0 or "MALLOC_ARENA_MAX" in os.environ:
-        return False
-    try:
-        mallopt = ctypes.CDLL(None).mallopt
-    except (OSError, AttributeError):
+    mallopt = None if arenas <= 0 or "MALLOC_ARENA_MAX" in os.environ else _glibc("mallopt")
+    if mallopt is None:
         return False
     mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
     return bool(mallopt(_M_ARENA_MAX, arenas) == 1)
@@ -213,9 +218,8 @@ def trim_malloc_every(interval_s: float) -> threading.Thread | None:
         return None
     if _trimmer is not None:
         return _trimmer
-    try:
-        trim = ctypes.CDLL(None).malloc_trim
-    except (OSError, AttributeError):
+    trim = _glibc("malloc_trim")
+    if trim is None:
         return None
     trim.argtypes, trim.restype = [ctypes.c_size_t], ctypes.c_int
 

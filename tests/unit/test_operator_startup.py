@@ -314,6 +314,20 @@ def test_kopf_never_gives_an_api_call_up(served: Callable[[list[str]], None]) ->
     assert list(itertools.islice(iter(backoffs), 3)) == [1, 1, 2]  # NB: afresh
 
 
+def _python(script: str, arg: object, env: Mapping[str, str] | None = None) -> list[str]:
+    """What `script` prints, run with `arg` in a fresh interpreter (malloc settings are
+    per process), split on whitespace."""
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(arg)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+        env={**os.environ, **(env or {})},
+    )
+    return done.stdout.split()
+
+
 _ARENAS = """
 import ctypes, sys, tempfile, threading
 from passhat.operator.main import bound_malloc_arenas
@@ -350,15 +364,7 @@ def test_the_operator_caps_glibcs_malloc_arenas(
 ) -> None:
     """`malloc_arena_max` (2): 12 threads allocating at once share 2 arenas, where
     glibc's default gives each its own; 0, or $MALLOC_ARENA_MAX set, leaves glibc alone."""
-    done = subprocess.run(
-        [sys.executable, "-c", _ARENAS, str(arenas)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-        env={**os.environ, **env},
-    )
-    applied, heaps = done.stdout.split()
+    applied, heaps = _python(_ARENAS, arenas, env)
     assert applied == str(capped)
     assert (int(heaps) <= 2) is capped, heaps
 
@@ -385,13 +391,6 @@ print(before - rss_mib())
 def test_the_operator_gives_free_heap_pages_back(interval_s: float, trims: bool) -> None:
     """`malloc_trim_interval_s`: the pages of ~150 MiB freed between live chunks leave the
     RSS within the interval; 0 leaves them."""
-    done = subprocess.run(
-        [sys.executable, "-c", _TRIM, str(interval_s)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-    )
-    started, freed_mib = done.stdout.split()
+    started, freed_mib = _python(_TRIM, interval_s)
     assert started == str(trims)
     assert (float(freed_mib) > 100) is trims, freed_mib
