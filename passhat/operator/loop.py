@@ -418,11 +418,13 @@ class EvalLoop:
         return body
 
     def _remember(self, body: dict[str, Any] | None) -> None:
-        """Keep `body` (the eval as read or as a write returned it) for `_read_eval`,
-        without its managed fields, which no pass reads (~480 KB of JSON at 10,000
-        inline tasks: the creator's entry lists every task)."""
-        if body is not None:
-            (body.get("metadata") or {}).pop("managedFields", None)
+        """Keep `body` (the eval as read or as a write returned it) and its
+        resourceVersion for `_read_eval`, without its managed fields, which no pass reads
+        (~480 KB of JSON at 10,000 inline tasks: the creator's entry lists every task).
+        None (a 409: someone else wrote): the next pass reads theirs from etcd."""
+        meta = (body.get("metadata") or {}) if body is not None else {}
+        meta.pop("managedFields", None)
+        self._read_rv = str(meta.get("resourceVersion") or "")
         self._known, self._known_at = body, self._clock()
 
     def run_pass(self) -> PassResult:
@@ -432,8 +434,7 @@ class EvalLoop:
         meta = (body or {}).get("metadata") or {}
         if body is None or meta.get("uid") != ref.uid or meta.get("deletionTimestamp"):
             return PassResult(PassState.DONE)
-        rv = str(meta.get("resourceVersion"))
-        self._read_rv = rv
+        rv = str(meta.get("resourceVersion"))  # NB: `_remember` holds it as `_read_rv`
         generation = int(meta.get("generation") or 0)
         previous: Mapping[str, Any] = body.get("status") or {}
         pods = self._own_pods(body, api.list_pods(ref.namespace, ref.uid))
@@ -775,9 +776,8 @@ class EvalLoop:
             try:
                 written = api.patch_eval_status(ref.namespace, ref.name, rv, patch)
             except Conflict:
-                self._read_rv, self._known = "", None  # NB: someone else wrote: read theirs
+                self._remember(None)  # NB: someone else wrote: read theirs
                 return PassResult(PassState.CONFLICT)
-            self._read_rv = str((written.get("metadata") or {}).get("resourceVersion") or "")
             self._remember(written)
             stored = written.get("status") or {}
             self._written_at, self._write_s = now, max(0.0, self._clock() - sent)
@@ -1272,9 +1272,8 @@ class EvalLoop:
             try:
                 stored = self.api.patch_eval_status(self.ref.namespace, self.ref.name, rv, patch)
             except Conflict:
-                self._read_rv, self._known = "", None
+                self._remember(None)
                 return PassResult(PassState.CONFLICT)
-            self._read_rv = str((stored.get("metadata") or {}).get("resourceVersion") or "")
             self._remember(stored)
             written = status
             if self._on_status is not None:
