@@ -811,24 +811,26 @@ class Kube:
         that LIST's resourceVersion, applying each event to the cache before `on_event`
         (a pass woken by an event sees it); a failed watch unsyncs the namespace's cache
         (passes LIST straight from the API server until the next call has listed again).
-        A watch the server ended (its timeout) is resumed by the next call from the last
-        event's resourceVersion, without a LIST, as client-go's reflector resumes; a 410
-        (that version is too old) fails it, and the call after LISTs.
+        A watch the server ended (its timeout) is resumed by the next call from the
+        version the cache is current to (the last event's), without a LIST, as client-go's
+        reflector resumes; a 410 (that version is too old) fails it, and the call after
+        LISTs.
         """
         from kubernetes.watch.watch import iter_resp_lines
 
         selector = f"{LABEL_EVAL_UID},{_UNRECORDED}"
         path = f"/api/v1/namespaces/{namespace}/pods"
         query = {"labelSelector": selector, "watch": "true", "timeoutSeconds": "240"}
-        resume: dict[str, str] = self._local.__dict__.setdefault("resume", {})
-        self._local.event_rv = ""
         try:
             if self._config.pod_cache:
-                since = resume.pop(namespace, "")
-                if not (since and self.pods.synced(namespace)):
+                # NB: a cache still synced is current to its version: a watch the server
+                # ended goes on from there (a failed one unsynced it: LIST first)
+                if not self.pods.version(namespace):
                     self._local.list_rv = ""
-                    self.pods.replace(namespace, self._list_slim(path, selector))
-                    since = self._local.list_rv
+                    pods = self._list_slim(path, selector)
+                    self.pods.replace(namespace, pods, self._local.list_rv)
+                    del pods  # NB: the cache holds them now; not this list for the watch
+                since = self.pods.version(namespace)
                 if since:
                     query["resourceVersion"] = since
             protobuf = self._config.pod_protobuf
@@ -859,9 +861,6 @@ class Kube:
                             self._pod_event(namespace, event, on_event)
             finally:
                 response.response.release_conn()
-            # NB: ended by the server, every event applied: the next watch goes on from here
-            if self._config.pod_cache:
-                resume[namespace] = self._local.event_rv or since
         except BaseException as err:
             if isinstance(err, protowire.ProtoError):
                 # NB: a pod event the reader cannot read (a pod a hostile client wrote):
@@ -887,7 +886,6 @@ class Kube:
             raise ApiError("watch", int(code or 0), str(obj.get("message") or obj))
         if kind in ("ADDED", "MODIFIED", "DELETED") and self._config.pod_cache:
             self.pods.apply(namespace, kind, obj)
-            self._local.event_rv = str((obj.get("metadata") or {}).get("resourceVersion") or "")
         on_event(kind, obj)
 
     # -- helpers ----------------------------------------------------------------------------

@@ -20,6 +20,9 @@ missing pod from the list alone. What the cache adds for that:
   deleted) or a LIST without it. After its release the operator has nothing left to do
   with a pod.
 - Events are applied before they wake a pass, so a pass woken by an event sees it.
+- `version(namespace)`: the resourceVersion the cache is current to (its LIST's, then
+  the last event's), from which a watch the API server ended goes on without a LIST;
+  "" once a failed watch unsynced it.
 
 Pods are stored slimmed (`slimpod.py`), as the LIST kept them.
 """
@@ -44,13 +47,18 @@ class PodCache:
         self._pods: dict[str, dict[str, dict[str, Any]]] = {}
         # namespaces whose cache holds a LIST and every watch event since
         self._synced: set[str] = set()
+        # namespace -> the resourceVersion its cache is current to (its LIST's, then the
+        # last event's): where a watch the server ended goes on from
+        self._versions: dict[str, str] = {}
         # namespace -> uids of pods the operator released: hidden until DELETED
         self._released: dict[str, set[str]] = {}
 
-    def replace(self, namespace: str, pods: Iterable[dict[str, Any]]) -> None:
-        """The namespace's pods as one LIST returned them (slim); synced from now on."""
+    def replace(self, namespace: str, pods: Iterable[dict[str, Any]], version: str = "") -> None:
+        """The namespace's pods as one LIST returned them (slim), at its resourceVersion
+        `version`; synced from now on."""
         fresh = {_name(pod): pod for pod in pods}
         with self._lock:
+            self._versions[namespace] = version
             released = self._released.get(namespace, set())
             # NB: a released pod this LIST no longer shows has left the selector for good
             self._released[namespace] = released & {_uid(pod) for pod in fresh.values()}
@@ -62,7 +70,10 @@ class PodCache:
     def apply(self, namespace: str, kind: str, pod: dict[str, Any]) -> None:
         """One watch event (ADDED, MODIFIED, DELETED) of a slim pod."""
         name, uid = _name(pod), _uid(pod)
+        version = str((pod.get("metadata") or {}).get("resourceVersion") or "")
         with self._lock:
+            if version:
+                self._versions[namespace] = version
             pods = self._pods.setdefault(namespace, {})
             released = self._released.setdefault(namespace, set())
             if kind == "DELETED":
@@ -72,15 +83,17 @@ class PodCache:
             elif kind in ("ADDED", "MODIFIED") and uid not in released:
                 pods[name] = pod
 
-    def synced(self, namespace: str) -> bool:
-        """Whether the namespace's cache holds a LIST and every watch event since."""
+    def version(self, namespace: str) -> str:
+        """The resourceVersion a synced namespace's cache is current to; "" when it is not
+        synced (or its LIST had none): the next watch has to LIST first."""
         with self._lock:
-            return namespace in self._synced
+            return self._versions.get(namespace, "") if namespace in self._synced else ""
 
     def unsync(self, namespace: str) -> None:
         """The watch failed: passes LIST from the API server until the next `replace`."""
         with self._lock:
             self._synced.discard(namespace)
+            self._versions.pop(namespace, None)
 
     def forget(self, namespace: str, name: str, uid: str) -> None:
         """The operator released pod `name` of `uid`: hide it (see the module docstring).
