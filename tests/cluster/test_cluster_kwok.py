@@ -3,6 +3,7 @@ and a deleted node's pods are garbage-collected by the real controller-manager."
 
 from __future__ import annotations
 
+import datetime
 import time
 import uuid
 from collections.abc import Callable
@@ -59,7 +60,10 @@ def test_kwok_pods_end_as_their_annotations_script(
     pod_manifest: Callable[..., Pod],
     wait_for: Callable[..., Any],
 ) -> None:
-    """No annotation → Succeeded/0; exit code 3 → Failed/3/Error; reason OOMKilled kept."""
+    """No annotation → Succeeded/0; exit code 3 → Failed/3/Error; reason OOMKilled kept.
+    An ended pod's times are its script's: finishedAt (and the conditions that changed at
+    the end) is its startTime plus its fake-duration, whenever kwok got to it, so that a
+    late replay of the stage writes nothing new (docs/cluster.md)."""
     cases = {
         "plain": ({}, "Succeeded", 0, "Completed"),
         "exit3": ({"passhat.dev/fake-exit-code": "3"}, "Failed", 3, "Error"),
@@ -83,6 +87,14 @@ def test_kwok_pods_end_as_their_annotations_script(
         assert pod["status"]["phase"] == phase, name
         state = terminated(pod)
         assert (state["exitCode"], state["reason"]) == (code, reason), name
+        started, finished = (_seconds(state[key]) for key in ("startedAt", "finishedAt"))
+        assert (started, finished - started) == (_seconds(pod["status"]["startTime"]), 1), name
+        ended = {c["type"]: c["lastTransitionTime"] for c in pod["status"]["conditions"]}
+        assert ended["Ready"] == ended["ContainersReady"] == state["finishedAt"], name
+
+
+def _seconds(stamp: str) -> float:
+    return datetime.datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
 
 
 def test_kwok_finalizer_holds_a_deleted_pod_until_removed(

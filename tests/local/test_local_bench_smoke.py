@@ -160,3 +160,54 @@ def test_pass_cost_smoke() -> None:
     assert run["recorded_per_pass"] > 0 and run["own_cpu_ms_median"] > 0
     profiled = [line for line in proc.stderr.splitlines() if "passhat/" in line]
     assert profiled and not any("tests/" in line for line in profiled)
+
+
+def _audit(at: float, verb: str, name: str | None, *, resource: str = "pods", sub: str = "") -> str:
+    stamp = f"2026-12-07T10:00:{at:09.6f}Z"
+    ref: dict[str, str] = {"resource": resource, "namespace": "ns"}
+    if name:
+        ref["name"] = name
+    if sub:
+        ref["subresource"] = sub
+    event = {"verb": verb, "objectRef": ref, "stageTimestamp": stamp}
+    event["responseStatus"] = {"code": 201 if verb == "create" else 200}
+    return json.dumps(event)
+
+
+def test_audit_timeline_stages(tmp_path: Path) -> None:
+    """bench/audit_timeline.py: a pod's stages from its create (or, for a Job's pods named
+    by generateName, its binding) to kwok's last status patch."""
+    lines = [_audit(0.0, "create", "bench", resource="consistencyevals")]
+    for i, created in enumerate((0.1, 0.2)):
+        name = f"p{i}"
+        lines += [
+            _audit(created, "create", name),
+            _audit(created + 0.05, "create", name, sub="binding"),
+            _audit(created + 0.15, "patch", name, sub="status"),
+            _audit(created + 5.15, "patch", name, sub="status"),
+        ]
+    lines.append(_audit(0.3, "create", None))  # a create by generateName: no name yet
+    log = tmp_path / "audit.log"
+    log.write_text("\n".join(lines) + "\n")
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(BENCH / "audit_timeline.py"),
+            "ns",
+            "--audit-log",
+            str(log),
+            "--parallelism",
+            "2",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    assert out.startswith("2 pods, 2 ended; last ended 5.35 s after the create"), out
+    assert "create to binding: median 0.050 s" in out
+    assert "binding to Running: median 0.100 s" in out
+    assert "Running to end: median 5.000 s" in out
+    assert "1 waves x the mean life: 5.15 s" in out
