@@ -186,7 +186,12 @@ def test_audit_timeline_stages(tmp_path: Path) -> None:
             _audit(created + 0.15, "patch", name, sub="status"),
             _audit(created + 5.15, "patch", name, sub="status"),
         ]
-    lines.append(_audit(0.3, "create", None))  # a create by generateName: no name yet
+    lines.append(_audit(0.2, "create", None))  # a Job's create by generateName: no name
+    lines += [
+        _audit(0.25, "create", "j0", sub="binding"),
+        _audit(0.35, "patch", "j0", sub="status"),
+        _audit(5.35, "patch", "j0", sub="status"),
+    ]
     log = tmp_path / "audit.log"
     log.write_text("\n".join(lines) + "\n")
     proc = subprocess.run(
@@ -206,8 +211,9 @@ def test_audit_timeline_stages(tmp_path: Path) -> None:
     )
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout
-    assert out.startswith("2 pods, 2 ended; last ended 5.35 s after the create"), out
-    assert "create to binding: median 0.050 s" in out
+    # NB: j0's binding is its create, so only p0 and p1 have a create-to-binding stage
+    assert out.startswith("3 pods, 3 ended; last ended 5.35 s after the create"), out
+    assert "create to binding: median 0.050 s, p90 0.050 s" in out
     assert "binding to Running: median 0.100 s" in out
     assert "Running to end: median 5.000 s" in out
-    assert "1 waves x the mean life: 5.15 s" in out
+    assert "mean 5.133 s; 2 waves x the mean life: 10.27 s" in out
