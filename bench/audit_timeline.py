@@ -95,7 +95,8 @@ def report(start: float, pods: dict[str, Pod], parallelism: int) -> list[str]:
         for end in ended[:-parallelism]
         if (i := bisect.bisect_left(created, end)) < len(created)
     )
-    busy = sum(p.ended - p.created for p in pods.values() if p.ended and p.created)
+    lives = sorted(p.ended - p.created for p in pods.values() if p.ended and p.created)
+    busy = sum(lives)
     ramp = created[min(parallelism, len(created)) - 1]
     out = [
         f"{len(created)} pods, {len(ended)} ended; last ended {last:.2f} s after the create",
@@ -121,12 +122,11 @@ def report(start: float, pods: dict[str, Pod], parallelism: int) -> list[str]:
         stages["create to binding"].append(p.bound - p.created)
         stages["binding to Running"].append(p.status_patches[0] - p.bound)
         stages["Running to end"].append(p.ended - p.status_patches[0])
-    lives = sorted(p.ended - p.created for p in pods.values() if p.ended and p.created)
     waves = -(-len(created) // parallelism)
     out.append(
         f"a pod's life from its create to its end: median {lives[len(lives) // 2]:.3f} s, "
-        f"mean {sum(lives) / len(lives):.3f} s; {waves} waves x the mean life: "
-        f"{waves * sum(lives) / len(lives):.2f} s (a controller with no ramp and no gap)"
+        f"mean {busy / len(lives):.3f} s; {waves} waves x the mean life: "
+        f"{waves * busy / len(lives):.2f} s (a controller with no ramp and no gap)"
     )
     for name, values in stages.items():
         if values:

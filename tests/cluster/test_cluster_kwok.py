@@ -3,7 +3,6 @@ and a deleted node's pods are garbage-collected by the real controller-manager."
 
 from __future__ import annotations
 
-import datetime
 import time
 import uuid
 from collections.abc import Callable
@@ -12,6 +11,7 @@ from typing import Any
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from passhat.trials.classify_pod import parse_timestamp
 from tests.cluster.kube_helpers import as_body, create_pod, raw_json
 
 Pod = dict[str, Any]
@@ -87,14 +87,13 @@ def test_kwok_pods_end_as_their_annotations_script(
         assert pod["status"]["phase"] == phase, name
         state = terminated(pod)
         assert (state["exitCode"], state["reason"]) == (code, reason), name
-        started, finished = (_seconds(state[key]) for key in ("startedAt", "finishedAt"))
-        assert (started, finished - started) == (_seconds(pod["status"]["startTime"]), 1), name
+        # NB: read as the operator reads them
+        started, finished = (parse_timestamp(state[key]) for key in ("startedAt", "finishedAt"))
+        assert started is not None and finished is not None, state
+        start_time = parse_timestamp(pod["status"]["startTime"])
+        assert (started, finished - started) == (start_time, 1), name
         ended = {c["type"]: c["lastTransitionTime"] for c in pod["status"]["conditions"]}
         assert ended["Ready"] == ended["ContainersReady"] == state["finishedAt"], name
-
-
-def _seconds(stamp: str) -> float:
-    return datetime.datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
 
 
 def test_kwok_finalizer_holds_a_deleted_pod_until_removed(
